@@ -1,0 +1,39 @@
+# Two commands: `make run` (everything, embedded, in the foreground) and `make test`.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+PORT ?= 8000
+export PORT
+
+.PHONY: run test test-fast lint services-start services-stop services-status eval clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+
+# Reinstall when pyproject.toml changes.
+$(VENV)/.installed-run: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e .
+	touch $@
+
+$(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $@ $(VENV)/.installed-run
+
+run: $(VENV)/.installed-run
+	$(BIN)/python manage.py runstack --port $(PORT)
+
+test: $(VENV)/.installed-dev
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+test-fast: $(VENV)/.installed-dev
+	$(BIN)/python -m pytest -m "not slow and not browser" $(PYTEST_ARGS)
+
+lint: $(VENV)/.installed-dev
+	$(BIN)/ruff check .
+
+services-start services-stop services-status: $(VENV)/.installed-run
+	$(BIN)/python manage.py services $(subst services-,,$@)
+
+clean:
+	rm -rf var/staticfiles .pytest_cache

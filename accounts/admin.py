@@ -1,0 +1,62 @@
+from django.contrib import admin
+from guardian.admin import GuardedModelAdmin
+
+from accounts.models import ApiToken, Membership, Organization, Persona, Repository, Scope, Session
+
+
+@admin.register(Organization)
+class OrganizationAdmin(GuardedModelAdmin):
+    list_display = ("slug", "name", "public_id", "created_at")
+    search_fields = ("slug", "name", "public_id")
+    readonly_fields = ("public_id", "scope")
+
+
+@admin.register(Repository)
+class RepositoryAdmin(GuardedModelAdmin):
+    list_display = ("slug", "org", "name", "public_id")
+    list_filter = ("org",)
+    search_fields = ("slug", "name", "public_id")
+    readonly_fields = ("public_id", "scope")
+
+
+@admin.register(Persona)
+class PersonaAdmin(GuardedModelAdmin):
+    list_display = ("slug", "org", "w_r", "w_f", "w_c", "w_p", "public_id")
+    list_filter = ("org",)
+    readonly_fields = ("public_id", "scope")
+
+
+@admin.register(Session)
+class SessionAdmin(GuardedModelAdmin):
+    list_display = ("external_id", "org", "repository", "persona", "expires_at")
+    list_filter = ("org",)
+    readonly_fields = ("public_id", "scope")
+
+
+@admin.register(Membership)
+class MembershipAdmin(admin.ModelAdmin):
+    list_display = ("user", "org", "role")
+    list_filter = ("org", "role")
+
+
+@admin.register(Scope)
+class ScopeAdmin(admin.ModelAdmin):
+    list_display = ("label", "kind", "org", "public_id")
+    list_filter = ("kind", "org")
+
+    def has_add_permission(self, request) -> bool:
+        return False  # scopes are created with their objects
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(admin.ModelAdmin):
+    list_display = ("name", "prefix", "org", "created_at", "expires_at", "revoked_at",
+                    "last_used_at")
+    list_filter = ("org",)
+    readonly_fields = ("public_id", "prefix", "secret_hash", "last_used_at", "created_at")
+
+    def has_add_permission(self, request) -> bool:
+        return False  # minted by create_token / the console, which show the secret once

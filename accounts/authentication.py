@@ -1,0 +1,39 @@
+"""DRF authentication for agents: ``Authorization: Bearer ctx_…``."""
+
+from __future__ import annotations
+
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from rest_framework import authentication, exceptions
+from rest_framework.request import Request
+
+from accounts.models import ApiToken
+from accounts.tokens import verify_token
+
+
+class BearerTokenAuthentication(authentication.BaseAuthentication):
+    keyword = "Bearer"
+
+    def authenticate(self, request: Request) -> tuple[ApiToken, ApiToken] | None:
+        header = authentication.get_authorization_header(request).decode("latin-1")
+        if not header:
+            return None
+        keyword, _, raw = header.partition(" ")
+        if keyword.lower() != self.keyword.lower():
+            return None
+        token = verify_token(raw)
+        if token is None:
+            raise exceptions.AuthenticationFailed("invalid, expired or revoked token")
+        return token, token
+
+    def authenticate_header(self, request: Request) -> str:
+        return self.keyword
+
+
+class BearerTokenScheme(OpenApiAuthenticationExtension):
+    """Describes agent tokens in the OpenAPI schema."""
+
+    target_class = "accounts.authentication.BearerTokenAuthentication"
+    name = "agentToken"
+
+    def get_security_definition(self, auto_schema):
+        return {"type": "http", "scheme": "bearer", "bearerFormat": "ctx_<prefix>_<secret>"}

@@ -1,0 +1,342 @@
+"""Who may read what: organizations, their repositories, personas and sessions, members, scopes
+and agent tokens.
+
+Every object a fragment can be scoped to owns exactly one :class:`Scope` row. Fragments, pins,
+ACLs and tokens refer to scope ids only, so the visibility rule (``accounts.scopes``) works on one
+kind of id everywhere — in PostgreSQL row-level security, in the tantivy filter, in the API.
+
+Public ids (``org_…``, ``repo_…``) are random, stable strings; integer ids never leave the server.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+
+from django.conf import settings
+from django.core.validators import MinValueValidator, RegexValidator
+from django.db import models, transaction
+from django.utils import timezone
+
+SLUG_VALIDATOR = RegexValidator(
+    r"^[a-z0-9][a-z0-9_-]{0,62}$",
+    "lowercase letters, digits, '-' or '_' (at most 63 characters, starting alphanumeric)",
+)
+PUBLIC_ID_ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"  # Crockford base32, lower case
+
+
+def new_public_id(prefix: str) -> str:
+    return prefix + "_" + "".join(secrets.choice(PUBLIC_ID_ALPHABET) for _ in range(14))
+
+
+class PublicIdModel(models.Model):
+    """A model with a stable public id of the form ``<prefix>_<14 base32 chars>``."""
+
+    PUBLIC_ID_PREFIX = ""
+    public_id = models.CharField(max_length=32, unique=True, editable=False)
+
+    class Meta:
+        abstract = True
+
+    def save(self, *args, **kwargs) -> None:
+        if not self.public_id:
+            self.public_id = new_public_id(self.PUBLIC_ID_PREFIX)
+        super().save(*args, **kwargs)
+
+
+class ScopeKind(models.TextChoices):
+    ORG = "org", "organization"
+    REPO = "repo", "repository"
+    PERSONA = "persona", "persona"
+    SESSION = "session", "session"
+    CONTEXT = "context", "context"
+
+
+class Scope(models.Model):
+    """One row per organization, repository, persona, session and context.
+
+    ``parent`` makes the hierarchy explicit (org → repo/persona/context, repo → session), so
+    "this scope and everything under it" is a walk over one table.
+    """
+
+    org = models.ForeignKey("Organization", on_delete=models.CASCADE, related_name="scopes",
+                            null=True)  # null only for the moment before the org row exists
+    kind = models.CharField(max_length=8, choices=ScopeKind.choices)
+    parent = models.ForeignKey("self", on_delete=models.CASCADE, null=True, blank=True,
+                               related_name="children")
+    public_id = models.CharField(max_length=40, unique=True)
+    label = models.CharField(max_length=200)
+
+    class Meta:
+        indexes = [models.Index(fields=["org", "kind"])]
+
+    def __str__(self) -> str:
+        return f"{self.kind}:{self.label}"
+
+
+class ScopedObject(PublicIdModel):
+    """An object that owns a scope row, created with it in one transaction."""
+
+    SCOPE_KIND = ScopeKind.ORG
+    scope = models.OneToOneField(Scope, on_delete=models.PROTECT, editable=False,
+                                 related_name="+")
+
+    class Meta:
+        abstract = True
+
+    def save(self, *args, **kwargs) -> None:
+        with transaction.atomic():
+            if not self.public_id:
+                self.public_id = new_public_id(self.PUBLIC_ID_PREFIX)
+            if self.scope_id is None:
+                self.scope = Scope.objects.create(
+                    org=self.scope_org(), kind=self.SCOPE_KIND, parent=self.scope_parent(),
+                    public_id=self.public_id, label=self.scope_label(),
+                )
+            elif self.scope.label != self.scope_label():
+                Scope.objects.filter(pk=self.scope_id).update(label=self.scope_label())
+            super().save(*args, **kwargs)
+            if self.scope.org_id is None and isinstance(self, Organization):
+                Scope.objects.filter(pk=self.scope_id).update(org=self)
+                self.scope.org = self
+
+    def delete(self, *args, **kwargs):
+        scope_id = self.scope_id
+        with transaction.atomic():
+            result = super().delete(*args, **kwargs)
+            Scope.objects.filter(pk=scope_id).delete()
+        return result
+
+    def scope_parent(self) -> Scope | None:
+        return None
+
+    def scope_label(self) -> str:
+        raise NotImplementedError
+
+    def scope_org(self) -> Organization | None:
+        return None
+
+
+class Organization(ScopedObject):
+    PUBLIC_ID_PREFIX = "org"
+    SCOPE_KIND = ScopeKind.ORG
+    slug = models.SlugField(max_length=63, unique=True, validators=[SLUG_VALIDATOR])
+    name = models.CharField(max_length=200)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["slug"]
+        permissions = [
+            ("curate_organization", "Curate fragments in the organization"),
+            ("pin_organization", "Pin fragments in the organization"),
+            ("administer_organization", "Administer the organization"),
+        ]
+
+    def __str__(self) -> str:
+        return self.slug
+
+    def scope_label(self) -> str:
+        return self.slug
+
+
+class Repository(ScopedObject):
+    PUBLIC_ID_PREFIX = "repo"
+    SCOPE_KIND = ScopeKind.REPO
+    org = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="repositories")
+    slug = models.SlugField(max_length=63, validators=[SLUG_VALIDATOR])
+    name = models.CharField(max_length=200)
+    url = models.CharField(max_length=500, blank=True)
+    default_branch = models.CharField(max_length=100, default="main")
+
+    class Meta:
+        ordering = ["org__slug", "slug"]
+        verbose_name_plural = "repositories"
+        constraints = [models.UniqueConstraint(fields=["org", "slug"], name="repo_slug_per_org")]
+        permissions = [
+            ("curate_repository", "Curate fragments in the repository"),
+            ("pin_repository", "Pin fragments in the repository"),
+            ("administer_repository", "Administer the repository"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.org.slug}/{self.slug}"
+
+    def scope_parent(self) -> Scope:
+        return self.org.scope
+
+    def scope_org(self) -> Organization:
+        return self.org
+
+    def scope_label(self) -> str:
+        return f"{self.org.slug}/{self.slug}"
+
+
+def default_halflives() -> dict:
+    return {}
+
+
+class Persona(ScopedObject):
+    """A role agents act in (e.g. backend SRE) with its own ranking weights.
+
+    The weights blend the compose stage's signals:
+    ``w_r·relevance + w_f·freshness + w_c·authority + w_p·pinned``.
+    """
+
+    PUBLIC_ID_PREFIX = "persona"
+    SCOPE_KIND = ScopeKind.PERSONA
+    org = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="personas")
+    slug = models.SlugField(max_length=63, validators=[SLUG_VALIDATOR])
+    name = models.CharField(max_length=200)
+    description = models.TextField(blank=True)
+    w_r = models.FloatField(default=0.7, validators=[MinValueValidator(0.0)])
+    w_f = models.FloatField(default=0.15, validators=[MinValueValidator(0.0)])
+    w_c = models.FloatField(default=0.1, validators=[MinValueValidator(0.0)])
+    w_p = models.FloatField(default=0.05, validators=[MinValueValidator(0.0)])
+    # Per-kind freshness half-lives in days, e.g. {"policy": 365, "default": 90}; missing kinds
+    # fall back to settings.FRESHNESS_HALFLIFE_DAYS.
+    halflife_days = models.JSONField(default=default_halflives, blank=True)
+
+    class Meta:
+        ordering = ["org__slug", "slug"]
+        constraints = [
+            models.UniqueConstraint(fields=["org", "slug"], name="persona_slug_per_org")
+        ]
+        permissions = [
+            ("curate_persona", "Curate fragments in the persona"),
+            ("pin_persona", "Pin fragments in the persona"),
+            ("administer_persona", "Administer the persona"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.org.slug}/{self.slug}"
+
+    def scope_parent(self) -> Scope:
+        return self.org.scope
+
+    def scope_org(self) -> Organization:
+        return self.org
+
+    def scope_label(self) -> str:
+        return f"{self.org.slug}/persona:{self.slug}"
+
+
+class Session(ScopedObject):
+    """An agent's work session; its fragments are visible only inside it."""
+
+    PUBLIC_ID_PREFIX = "sess"
+    SCOPE_KIND = ScopeKind.SESSION
+    org = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="sessions")
+    repository = models.ForeignKey(Repository, on_delete=models.SET_NULL, null=True, blank=True,
+                                   related_name="sessions")
+    persona = models.ForeignKey(Persona, on_delete=models.SET_NULL, null=True, blank=True,
+                                related_name="sessions")
+    external_id = models.CharField(max_length=120, help_text="e.g. iss_2026-03-19-A91")
+    created_at = models.DateTimeField(default=timezone.now)
+    expires_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.UniqueConstraint(fields=["org", "external_id"], name="session_id_per_org")
+        ]
+        permissions = [
+            ("curate_session", "Curate fragments in the session"),
+            ("pin_session", "Pin fragments in the session"),
+            ("administer_session", "Administer the session"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.org.slug}/{self.external_id}"
+
+    def scope_parent(self) -> Scope:
+        return self.repository.scope if self.repository_id else self.org.scope
+
+    def scope_org(self) -> Organization:
+        return self.org
+
+    def scope_label(self) -> str:
+        return f"{self.org.slug}/session:{self.external_id}"
+
+    @property
+    def is_expired(self) -> bool:
+        return self.expires_at is not None and self.expires_at <= timezone.now()
+
+
+class Role(models.TextChoices):
+    VIEWER = "viewer", "viewer"
+    CURATOR = "curator", "curator"
+    TECH_LEAD = "tech_lead", "tech lead"
+    ADMIN = "admin", "admin"
+
+
+# What each role may do in its organization; ordered, each role includes the ones before it.
+ROLE_ACTIONS: dict[str, frozenset[str]] = {
+    Role.VIEWER: frozenset({"view"}),
+    Role.CURATOR: frozenset({"view", "curate"}),
+    Role.TECH_LEAD: frozenset({"view", "curate", "pin"}),
+    Role.ADMIN: frozenset({"view", "curate", "pin", "administer"}),
+}
+
+
+class Membership(models.Model):
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE,
+                             related_name="memberships")
+    org = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="memberships")
+    role = models.CharField(max_length=16, choices=Role.choices, default=Role.VIEWER)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["user", "org"], name="one_role_per_org")]
+
+    def __str__(self) -> str:
+        return f"{self.user} in {self.org} as {self.role}"
+
+
+TOKEN_PREFIX = "ctx"
+
+
+def hash_token_secret(secret: str) -> str:
+    # Tokens are 32 random bytes: a fast hash is enough (no dictionary to guess from), and it
+    # keeps authentication off the hot path's budget.
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+class ApiToken(PublicIdModel):
+    """An agent's credential, bound to a fixed set of scopes; stored hashed, shown once."""
+
+    PUBLIC_ID_PREFIX = "tok"
+    name = models.CharField(max_length=120)
+    org = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="tokens")
+    prefix = models.CharField(max_length=16, unique=True, help_text="visible part of the token")
+    secret_hash = models.CharField(max_length=64)
+    scopes = models.ManyToManyField(Scope, related_name="tokens")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL,
+                                   null=True, blank=True, related_name="+")
+    created_at = models.DateTimeField(default=timezone.now)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}…)"
+
+    @property
+    def is_active(self) -> bool:
+        now = timezone.now()
+        return self.revoked_at is None and (self.expires_at is None or self.expires_at > now)
+
+    # DRF treats request.user as a principal; these keep permission code uniform.
+    is_authenticated = True
+    is_superuser = False
+    is_anonymous = False
+
+    @staticmethod
+    def split(raw: str) -> tuple[str, str] | None:
+        """``ctx_<prefix>_<secret>`` → (prefix, secret), or None when malformed."""
+        parts = raw.strip().split("_")
+        if len(parts) != 3 or parts[0] != TOKEN_PREFIX or not parts[1] or not parts[2]:
+            return None
+        return parts[1], parts[2]

@@ -1,0 +1,80 @@
+"""What a principal may *do* in a scope (curate, pin, administer, contribute).
+
+Reading is decided by :func:`accounts.scopes.readable_scopes` alone; the actions here all
+require that the scope is readable first.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
+
+from accounts.models import ROLE_ACTIONS, ApiToken, Membership, Scope, ScopeKind
+from accounts.scopes import readable_scopes
+
+ACTIONS = ("view", "contribute", "curate", "pin", "administer")
+_SCOPE_MODEL = {
+    ScopeKind.ORG: "organization",
+    ScopeKind.REPO: "repository",
+    ScopeKind.PERSONA: "persona",
+    ScopeKind.SESSION: "session",
+}
+
+
+def scope_object(scope: Scope):
+    """The organization / repository / persona / session / context that owns ``scope``."""
+    from accounts.models import Organization, Persona, Repository, Session
+
+    model = {
+        ScopeKind.ORG: Organization,
+        ScopeKind.REPO: Repository,
+        ScopeKind.PERSONA: Persona,
+        ScopeKind.SESSION: Session,
+    }.get(scope.kind)
+    if model is None:
+        from contexts.models import Context
+
+        model = Context
+    return model.objects.get(scope_id=scope.id)
+
+
+def role_in(user: AbstractBaseUser, org_id: int | None) -> str | None:
+    if org_id is None:
+        return None
+    return Membership.objects.filter(user=user, org_id=org_id).values_list("role",
+                                                                          flat=True).first()
+
+
+def may(principal: Any, action: str, scope: Scope) -> bool:
+    """Whether ``principal`` may perform ``action`` in ``scope``."""
+    if action not in ACTIONS:
+        raise ValueError(f"unknown action {action!r}")
+    if scope.id not in readable_scopes(principal):
+        return False
+    if action == "view":
+        return True
+    if isinstance(principal, ApiToken):
+        # Agents write into the sessions they work in (summaries, feedback), nothing else.
+        return action == "contribute" and scope.kind == ScopeKind.SESSION
+    if not isinstance(principal, AbstractBaseUser):
+        return False
+    if principal.is_superuser:
+        return True
+    role = role_in(principal, scope.org_id)
+    needed = "curate" if action == "contribute" else action
+    if role and needed in ROLE_ACTIONS[role]:
+        return True
+    # Guardian grants on the scope's object or any object above it.
+    node: Scope | None = scope
+    while node is not None:
+        model = _SCOPE_MODEL.get(node.kind)
+        if model and principal.has_perm(f"accounts.{needed}_{model}", scope_object(node)):
+            return True
+        node = node.parent
+    return False
+
+
+def principal_user(principal: Any) -> AbstractBaseUser | None:
+    """The human behind a principal (None for agent tokens and anonymous callers)."""
+    return principal if isinstance(principal, AbstractBaseUser) and principal.pk else None

@@ -1,0 +1,71 @@
+"""Agent tokens: minted once (``ctx_<prefix>_<secret>``), stored as a hash, looked up by prefix."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hmac
+import secrets
+from collections.abc import Iterable
+
+from django.db import transaction
+from django.utils import timezone
+
+from accounts.models import (
+    PUBLIC_ID_ALPHABET,
+    TOKEN_PREFIX,
+    ApiToken,
+    Organization,
+    Scope,
+    hash_token_secret,
+)
+
+LAST_USED_RESOLUTION = dt.timedelta(minutes=1)
+
+
+def _random(length: int) -> str:
+    return "".join(secrets.choice(PUBLIC_ID_ALPHABET) for _ in range(length))
+
+
+@transaction.atomic
+def create_token(org: Organization, name: str, scopes: Iterable[Scope], *, created_by=None,
+                 expires_in_days: int | None = None) -> tuple[ApiToken, str]:
+    """Create a token bound to ``scopes`` (all in ``org``); returns it and the raw secret."""
+    scopes = list(scopes)
+    if not scopes:
+        raise ValueError("a token needs at least one scope")
+    if any(scope.org_id != org.id for scope in scopes):
+        raise ValueError("every scope of a token must belong to its organization")
+    prefix, secret = _random(10), _random(40)
+    expires_at = (
+        timezone.now() + dt.timedelta(days=expires_in_days) if expires_in_days else None
+    )
+    token = ApiToken.objects.create(
+        name=name, org=org, prefix=prefix, secret_hash=hash_token_secret(secret),
+        created_by=created_by, expires_at=expires_at,
+    )
+    token.scopes.set(scopes)
+    return token, f"{TOKEN_PREFIX}_{prefix}_{secret}"
+
+
+def verify_token(raw: str) -> ApiToken | None:
+    """The active token for ``raw``, or None; records ``last_used_at`` at most once a minute."""
+    parts = ApiToken.split(raw)
+    if parts is None:
+        return None
+    prefix, secret = parts
+    token = ApiToken.objects.filter(prefix=prefix).select_related("org").first()
+    if token is None or not hmac.compare_digest(token.secret_hash, hash_token_secret(secret)):
+        return None
+    if not token.is_active:
+        return None
+    now = timezone.now()
+    if token.last_used_at is None or now - token.last_used_at > LAST_USED_RESOLUTION:
+        ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
+        token.last_used_at = now
+    return token
+
+
+def revoke_token(token: ApiToken) -> None:
+    if token.revoked_at is None:
+        token.revoked_at = timezone.now()
+        token.save(update_fields=["revoked_at"])

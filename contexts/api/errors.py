@@ -1,0 +1,107 @@
+"""One JSON error shape for the whole API: ``{"error": {"code", "message", "field"}}``.
+
+DRF exceptions go through :func:`exception_handler`; Django's own 404/500 handlers
+(:func:`handler404`, :func:`handler500`) use the same shape for ``/api/`` paths so that an agent
+never has to parse an HTML error page.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.views import defaults
+from rest_framework import exceptions, status
+from rest_framework.response import Response
+from rest_framework.views import exception_handler as drf_exception_handler
+
+logger = logging.getLogger(__name__)
+
+
+def error_body(code: str, message: str, field: str | None = None, **extra: Any) -> dict:
+    return {"error": {"code": code, "message": message, "field": field, **extra}}
+
+
+class Conflict(exceptions.APIException):
+    """A write against a stale version; ``detail`` carries both texts so nothing is lost."""
+
+    status_code = status.HTTP_409_CONFLICT
+    default_code = "conflict"
+    default_detail = "the object changed since you read it"
+
+    def __init__(self, message: str, field: str | None = None, **extra: Any) -> None:
+        super().__init__(message)
+        self.field = field
+        self.extra = extra
+
+
+def _first_field_error(detail: Any, prefix: str = "") -> tuple[str | None, str]:
+    """The first (dotted field path, message) of a nested DRF validation error."""
+    if isinstance(detail, dict):
+        for key, value in detail.items():
+            name = f"{prefix}.{key}" if prefix else str(key)
+            if key == "non_field_errors":
+                name = prefix or None
+            return _first_field_error(value, name) if value else (name, "invalid")
+    if isinstance(detail, list) and detail:
+        first = detail[0]
+        if isinstance(first, dict | list):
+            return _first_field_error(first, prefix)
+        return (prefix or None, str(first))
+    return (prefix or None, str(detail))
+
+
+def exception_handler(exc: Exception, context: dict) -> Response | None:
+    if isinstance(exc, Http404):
+        exc = exceptions.NotFound()
+    response = drf_exception_handler(exc, context)
+    if response is None:
+        # An unexpected error: log it with the traceback, answer in the API's own shape.
+        logger.exception("unhandled API error", exc_info=exc)
+        return Response(
+            error_body("server_error", "internal server error"),
+            status=status.HTTP_500_INTERNAL_SERVER_ERROR,
+        )
+    if isinstance(exc, exceptions.ValidationError):
+        field, message = _first_field_error(exc.detail)
+        body = error_body("invalid", message, field, details=exc.detail)
+    elif isinstance(exc, Conflict):
+        body = error_body("conflict", str(exc.detail), exc.field, **exc.extra)
+    elif isinstance(exc, exceptions.APIException):
+        code = exc.get_codes() if isinstance(exc.get_codes(), str) else exc.default_code
+        body = error_body(str(code), str(exc.detail), getattr(exc, "field", None))
+        if isinstance(exc, exceptions.Throttled) and exc.wait is not None:
+            body["error"]["retry_after"] = exc.wait
+    else:  # pragma: no cover - DRF only handles APIException subclasses
+        body = error_body("error", str(exc))
+    response.data = body
+    return response
+
+
+def _is_api(request: HttpRequest) -> bool:
+    return request.path.startswith("/api/") or request.path.startswith("/mcp")
+
+
+def handler404(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    if _is_api(request):
+        return JsonResponse(error_body("not_found", "not found"), status=404)
+    return defaults.page_not_found(request, exception)
+
+
+def handler500(request: HttpRequest) -> HttpResponse:
+    if _is_api(request):
+        return JsonResponse(error_body("server_error", "internal server error"), status=500)
+    return defaults.server_error(request)
+
+
+def handler403(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    if _is_api(request):
+        return JsonResponse(error_body("permission_denied", "permission denied"), status=403)
+    return defaults.permission_denied(request, exception)
+
+
+def handler400(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    if _is_api(request):
+        return JsonResponse(error_body("bad_request", "bad request"), status=400)
+    return defaults.bad_request(request, exception)

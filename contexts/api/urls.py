@@ -1,0 +1,9 @@
+from django.urls import path
+
+from contexts.api import views
+
+app_name = "api"
+
+urlpatterns = [
+    path("", views.api_root, name="root"),
+]

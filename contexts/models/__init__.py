@@ -1,0 +1,33 @@
+"""The core data model: fragments with immutable versions, their sources, pins, links,
+embeddings, nudges and the audit log. See ``docs/data-model.md``."""
+
+from contexts.models.audit import AuditEvent
+from contexts.models.bundles import Context, ContextSubscription
+from contexts.models.embeddings import Embedding, EmbeddingGeneration
+from contexts.models.fragments import (
+    Fragment,
+    FragmentKind,
+    FragmentStatus,
+    FragmentVersion,
+    Link,
+    Pin,
+)
+from contexts.models.governance import Nudge
+from contexts.models.sources import SourceDocument, SourcePointer
+
+__all__ = [
+    "AuditEvent",
+    "Context",
+    "ContextSubscription",
+    "Embedding",
+    "EmbeddingGeneration",
+    "Fragment",
+    "FragmentKind",
+    "FragmentStatus",
+    "FragmentVersion",
+    "Link",
+    "Nudge",
+    "Pin",
+    "SourceDocument",
+    "SourcePointer",
+]

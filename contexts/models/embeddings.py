@@ -1,0 +1,69 @@
+"""Dense vectors, one per fragment version and model generation.
+
+The ``contexts_embedding`` table is LIST-partitioned by organization with an HNSW index per
+partition (migration 0002 and :func:`contexts.services.partitions.ensure_partition`), so a
+filtered vector search touches one organization's graph only. Django does not create the table:
+the model is created in migration 0002 with SeparateDatabaseAndState, so Django knows it
+(tests flush it) without creating it.
+"""
+
+from __future__ import annotations
+
+from django.contrib.postgres.fields import ArrayField
+from django.db import models
+from django.utils import timezone
+from pgvector.django import VectorField
+
+EMBEDDING_DIM = 384
+
+
+class GenerationState(models.TextChoices):
+    BUILDING = "building", "building"
+    ACTIVE = "active", "active"
+    SHADOW = "shadow", "shadow (previous, still queryable)"
+    RETIRED = "retired", "retired"
+
+
+class EmbeddingGeneration(models.Model):
+    """One model's vectors for one namespace; retrieval only reads the active generation."""
+
+    namespace = models.CharField(max_length=8)
+    model_name = models.CharField(max_length=300)
+    model_version = models.CharField(max_length=100, blank=True)
+    dim = models.PositiveIntegerField(default=EMBEDDING_DIM)
+    state = models.CharField(max_length=10, choices=GenerationState.choices,
+                             default=GenerationState.BUILDING)
+    created_at = models.DateTimeField(default=timezone.now)
+    activated_at = models.DateTimeField(null=True, blank=True)
+    shadow_until = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["namespace", "-created_at"]
+        constraints = [
+            models.UniqueConstraint(fields=["namespace"], condition=models.Q(state="active"),
+                                    name="one_active_generation_per_namespace")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.namespace}:{self.model_name} ({self.state})"
+
+
+class Embedding(models.Model):
+    id = models.BigAutoField(primary_key=True)
+    org_id = models.BigIntegerField()
+    fragment = models.ForeignKey("contexts.Fragment", on_delete=models.DO_NOTHING,
+                                 db_constraint=False, related_name="embeddings")
+    fragment_version = models.PositiveIntegerField()
+    generation = models.ForeignKey(EmbeddingGeneration, on_delete=models.DO_NOTHING,
+                                   db_constraint=False, related_name="embeddings")
+    namespace = models.CharField(max_length=8)
+    scope_ids = ArrayField(models.IntegerField(), default=list)
+    content_hash = models.CharField(max_length=64)
+    embedding = VectorField(dimensions=EMBEDDING_DIM)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        db_table = "contexts_embedding"
+
+    def __str__(self) -> str:
+        return f"embedding of fragment {self.fragment_id} v{self.fragment_version}"

@@ -1,0 +1,193 @@
+"""Fragments — the unit of knowledge — and what hangs directly off them."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.contrib.postgres.fields import ArrayField
+from django.contrib.postgres.indexes import GinIndex
+from django.db import models
+from django.utils import timezone
+
+from accounts.models import Organization, Scope
+
+
+class FragmentKind(models.TextChoices):
+    PROSE = "prose", "prose"
+    CODE = "code", "code"
+    ADR = "adr", "ADR"
+    RUNBOOK = "runbook", "runbook"
+    POLICY = "policy", "policy"
+    NEGATIVE = "negative", "negative context"
+    SESSION_SUMMARY = "session-summary", "session summary"
+
+
+class FragmentStatus(models.TextChoices):
+    ACTIVE = "active", "active"
+    RETIRED = "retired", "retired"
+    SUPERSEDED = "superseded", "superseded"
+
+
+class Namespace(models.TextChoices):
+    PROSE = "prose", "prose"
+    CODE = "code", "code"
+
+
+def fragment_public_id(uid: uuid.UUID) -> str:
+    return f"frag_{uid.hex[:20]}"
+
+
+class Fragment(models.Model):
+    """A small, owned, versioned piece of knowledge living in one home scope.
+
+    ``scope_ids`` is the denormalized set of scope ids the fragment is visible in (its home scope
+    plus the scopes of the contexts it belongs to). Row-level security and the lexical index
+    filter on it; :mod:`contexts.services.fragments` keeps it in step.
+    """
+
+    uid = models.UUIDField(unique=True, default=uuid.uuid4, editable=False,
+                           help_text="UUID5 of source + anchor for ingested fragments")
+    public_id = models.CharField(max_length=32, unique=True, editable=False)
+    org = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="fragments")
+    scope = models.ForeignKey(Scope, on_delete=models.PROTECT, related_name="fragments")
+    scope_ids = ArrayField(models.IntegerField(), default=list)
+    contexts = models.ManyToManyField("contexts.Context", blank=True, related_name="fragments")
+
+    kind = models.CharField(max_length=20, choices=FragmentKind.choices,
+                            default=FragmentKind.PROSE)
+    namespace = models.CharField(max_length=8, choices=Namespace.choices,
+                                 default=Namespace.PROSE)
+    negative = models.BooleanField(default=False, help_text="a known anti-pattern or trap")
+    title = models.CharField(max_length=300, blank=True)
+    heading_path = ArrayField(models.CharField(max_length=300), default=list, blank=True)
+    body = models.TextField()
+    language = models.CharField(max_length=32, blank=True)
+    natural_language = models.CharField(max_length=8, blank=True)
+    symbol = models.CharField(max_length=300, blank=True)
+    token_count = models.PositiveIntegerField(default=0)
+    content_hash = models.CharField(max_length=64, db_index=True)
+    simhash = models.BigIntegerField(null=True, blank=True, db_index=True)
+    chunker_version = models.CharField(max_length=32, blank=True)
+    version = models.PositiveIntegerField(default=1)
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True,
+                              blank=True, related_name="owned_fragments")
+    status = models.CharField(max_length=12, choices=FragmentStatus.choices,
+                              default=FragmentStatus.ACTIVE, db_index=True)
+    superseded_by = models.ForeignKey("self", on_delete=models.SET_NULL, null=True, blank=True,
+                                      related_name="supersedes")
+    # Bitemporal: valid_* is when the knowledge held in the world, recorded_at when we learnt it.
+    valid_from = models.DateTimeField(default=timezone.now)
+    valid_to = models.DateTimeField(null=True, blank=True)
+    recorded_at = models.DateTimeField(default=timezone.now)
+    last_edited_at = models.DateTimeField(default=timezone.now)
+    verified_at = models.DateTimeField(null=True, blank=True)
+
+    retrieved_count = models.PositiveIntegerField(default=0)
+    cited_count = models.PositiveIntegerField(default=0)
+    helped_count = models.PositiveIntegerField(default=0)
+    hurt_count = models.PositiveIntegerField(default=0)
+    last_retrieved_at = models.DateTimeField(null=True, blank=True)
+    authority = models.FloatField(default=0.0, help_text="PageRank over the citation graph, 0–1")
+
+    class Meta:
+        ordering = ["-last_edited_at"]
+        indexes = [
+            GinIndex(fields=["scope_ids"], name="fragment_scope_ids_gin"),
+            models.Index(fields=["org", "status", "kind"]),
+            models.Index(fields=["owner", "status"]),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.public_id} {self.title[:60]}"
+
+    def save(self, *args, **kwargs) -> None:
+        if not self.public_id:
+            self.public_id = fragment_public_id(self.uid)
+        super().save(*args, **kwargs)
+
+    @property
+    def is_retrievable(self) -> bool:
+        return self.status == FragmentStatus.ACTIVE
+
+
+class ImmutableModel(models.Model):
+    """Rows written once; a database trigger refuses UPDATE as well (see migration 0002)."""
+
+    class Meta:
+        abstract = True
+
+    def save(self, *args, **kwargs) -> None:
+        if self.pk is not None and not self._state.adding:
+            raise ValueError(f"{type(self).__name__} rows are immutable")
+        super().save(*args, **kwargs)
+
+
+class FragmentVersion(ImmutableModel):
+    fragment = models.ForeignKey(Fragment, on_delete=models.CASCADE, related_name="versions")
+    number = models.PositiveIntegerField()
+    title = models.CharField(max_length=300, blank=True)
+    body = models.TextField()
+    metadata = models.JSONField(default=dict, blank=True)
+    editor = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True,
+                               blank=True, related_name="+")
+    reason = models.CharField(max_length=300, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["fragment", "-number"]
+        constraints = [
+            models.UniqueConstraint(fields=["fragment", "number"], name="one_version_number")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.fragment.public_id} v{self.number}"
+
+
+class Pin(models.Model):
+    """Puts a fragment at the top of a scope's retrievals, in ``position`` order."""
+
+    fragment = models.ForeignKey(Fragment, on_delete=models.CASCADE, related_name="pins")
+    scope = models.ForeignKey(Scope, on_delete=models.CASCADE, related_name="pins")
+    pinned_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL,
+                                  null=True, blank=True, related_name="+")
+    reason = models.CharField(max_length=300, blank=True)
+    position = models.PositiveIntegerField(default=0)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["scope", "position", "created_at"]
+        constraints = [models.UniqueConstraint(fields=["fragment", "scope"], name="one_pin")]
+
+    def __str__(self) -> str:
+        return f"pin {self.fragment.public_id} in {self.scope}"
+
+    @property
+    def is_active(self) -> bool:
+        return self.expires_at is None or self.expires_at > timezone.now()
+
+
+class LinkKind(models.TextChoices):
+    FRONT_MATTER = "front-matter", "front-matter link"
+    MARKDOWN = "markdown", "Markdown link"
+    REFERENCE = "reference", "reference"
+    SUPERSEDES = "supersedes", "supersedes"
+
+
+class Link(models.Model):
+    """A citation edge: ``source`` cites ``target``; authority is computed over these."""
+
+    source = models.ForeignKey(Fragment, on_delete=models.CASCADE, related_name="links_out")
+    target = models.ForeignKey(Fragment, on_delete=models.CASCADE, related_name="links_in")
+    kind = models.CharField(max_length=16, choices=LinkKind.choices, default=LinkKind.REFERENCE)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["source", "target", "kind"], name="one_link")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.source.public_id} → {self.target.public_id}"

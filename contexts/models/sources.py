@@ -1,0 +1,58 @@
+"""Where fragments come from: source documents and the pointers into them."""
+
+from __future__ import annotations
+
+from django.db import models
+from django.utils import timezone
+
+from accounts.models import Organization, Repository
+
+
+class SourceDocument(models.Model):
+    org = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="documents")
+    repository = models.ForeignKey(Repository, on_delete=models.CASCADE, null=True, blank=True,
+                                   related_name="documents")
+    path = models.CharField(max_length=1000)
+    language = models.CharField(max_length=32, blank=True)
+    author = models.CharField(max_length=200, blank=True)
+    authored_at = models.DateTimeField(null=True, blank=True)
+    content_hash = models.CharField(max_length=64)
+    size_bytes = models.PositiveIntegerField(default=0)
+    ingested_at = models.DateTimeField(default=timezone.now)
+    changed_at = models.DateTimeField(null=True, blank=True,
+                                      help_text="when the content last differed from before")
+
+    class Meta:
+        ordering = ["path"]
+        constraints = [
+            models.UniqueConstraint(fields=["org", "repository", "path"],
+                                    name="one_document_per_path",
+                                    nulls_distinct=False)
+        ]
+
+    def __str__(self) -> str:
+        return self.path
+
+
+class SourcePointer(models.Model):
+    """Fragment ↔ document at an anchor; a deduplicated fragment keeps one per source."""
+
+    fragment = models.ForeignKey("contexts.Fragment", on_delete=models.CASCADE,
+                                 related_name="sources")
+    document = models.ForeignKey(SourceDocument, on_delete=models.CASCADE,
+                                 related_name="pointers")
+    anchor = models.CharField(max_length=500)
+    start_line = models.PositiveIntegerField(null=True, blank=True)
+    end_line = models.PositiveIntegerField(null=True, blank=True)
+    content_hash = models.CharField(max_length=64, blank=True,
+                                    help_text="hash of the chunk text at this anchor")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["document__path", "start_line"]
+        constraints = [
+            models.UniqueConstraint(fields=["document", "anchor"], name="one_pointer_per_anchor")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.document.path}#{self.anchor}"

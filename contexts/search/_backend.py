@@ -1,0 +1,473 @@
+"""Lexical (BM25) index of fragments on top of tantivy.
+
+One index directory per deployment, shared by web processes (readers) and Celery workers
+(writers). tantivy allows one writer per index across all processes, so writes are short, batched
+(one writer and one commit per call) and retried when the lock is busy.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import random
+import re
+import threading
+import time
+from collections.abc import Collection, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import tantivy
+
+from . import _schema as s
+
+logger = logging.getLogger(__name__)
+
+# Starting points, to be tuned on real queries. Identifiers get 2.0 because an identifier typed
+# in the query also matches title/body as a *phrase* of its parts (`err conn reset`), which sums
+# the IDF of every part; a doc that spells the parts out in both title and body (measured in
+# tests) outscored the doc with the exact `ERR_CONN_RESET` at 1.0, and no longer does at 2.0.
+DEFAULT_FIELD_BOOSTS: Mapping[str, float] = {s.TITLE: 1.0, s.BODY: 1.0, s.IDENTIFIERS: 2.0}
+
+# A pasted stack trace is a legitimate query, a megabyte of text is not: it would only cost CPU
+# (every distinct term becomes a clause). Beyond these limits the query is truncated, not refused.
+MAX_QUERY_CHARS = 4096
+MAX_IDENTIFIER_TERMS = 128
+
+# tantivy's query-language metacharacters; blanking them turns any string into plain terms.
+_QUERY_SPECIAL = re.compile(r'[+\-^`:{}"\[\]()!\\*~<>=/]')
+# Query-language keywords that would otherwise become identifier terms.
+_QUERY_KEYWORDS = frozenset({"and", "or", "not", "in", "to"})
+
+
+@dataclass(frozen=True, slots=True)
+class LexicalDoc:
+    """One fragment as the lexical index sees it.
+
+    `scope_ids` lists every scope the fragment is visible in; a doc with no scopes is indexed but
+    can never be found (the filter fails closed). `org` is optional so callers that do not
+    partition by organisation yet can ignore it.
+    """
+
+    fragment_id: str
+    scope_ids: tuple[int, ...]
+    kind: str
+    title: str
+    body: str
+    identifiers: str
+    org: str = ""
+
+
+class IndexLockBusy(RuntimeError):
+    """Another writer held the index lock through every retry.
+
+    Raised instead of tantivy's `ValueError(... LockBusy ...)` so a Celery task can declare
+    `autoretry_for=(IndexLockBusy,)` and retry later without swallowing real errors. Only a message
+    is passed to the constructor so the exception pickles across the Celery result backend.
+    """
+
+
+def _is_lock_busy(exc: BaseException) -> bool:
+    # tantivy-py 0.27 has no dedicated exception type: `Index.writer()` raises
+    # ValueError("Failed to acquire Lockfile: LockBusy. ...").
+    return isinstance(exc, ValueError) and "LockBusy" in str(exc)
+
+
+class LexicalIndex:
+    """BM25 search over fragments, filtered by scope inside the query.
+
+    Cheap to construct: the index is opened lazily on first use, so a module-level instance does
+    not touch the disk at import time. Safe to share between threads for searching.
+    """
+
+    # Indirection so tests can observe the backoff without waiting for it.
+    _sleep = staticmethod(time.sleep)
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        lock_retries: int = 6,
+        lock_backoff: float = 0.05,
+        lock_backoff_max: float = 1.0,
+        writer_heap_bytes: int = 64_000_000,
+        writer_threads: int = 1,
+        field_boosts: Mapping[str, float] | None = None,
+    ) -> None:
+        self.path = Path(path)
+        self.lock_retries = lock_retries
+        self.lock_backoff = lock_backoff
+        self.lock_backoff_max = lock_backoff_max
+        # One indexing thread by default: batches are small (one upsert per ingested source) and
+        # the worker shares 2 cores with the web process; more threads mostly add segments.
+        self.writer_heap_bytes = writer_heap_bytes
+        self.writer_threads = writer_threads
+        self.field_boosts = _validate_boosts({**DEFAULT_FIELD_BOOSTS, **(field_boosts or {})})
+        self._index: tantivy.Index | None = None
+        self._open_lock = threading.Lock()
+
+    # -- plumbing -------------------------------------------------------------------------------
+
+    @property
+    def index(self) -> tantivy.Index:
+        if self._index is None:
+            with self._open_lock:
+                if self._index is None:
+                    self._index = s.open_index(self.path)
+        return self._index
+
+    def _acquire_writer(self) -> tantivy.IndexWriter:
+        attempt = 0
+        while True:
+            try:
+                return self.index.writer(
+                    heap_size=self.writer_heap_bytes, num_threads=self.writer_threads
+                )
+            except ValueError as exc:
+                if not _is_lock_busy(exc):
+                    raise
+                if attempt >= self.lock_retries:
+                    raise IndexLockBusy(
+                        f"lexical index {self.path} writer lock still busy after "
+                        f"{attempt + 1} attempts"
+                    ) from exc
+                # Exponential backoff with jitter so two workers that collided do not collide
+                # again in lock-step.
+                delay = min(self.lock_backoff * 2**attempt, self.lock_backoff_max)
+                self._sleep(delay * random.uniform(0.5, 1.0))
+                attempt += 1
+
+    @contextmanager
+    def _writer(self) -> Iterator[tantivy.IndexWriter]:
+        """One writer, one commit; the lock is released on every exit path.
+
+        Dropping the Python object is not a reliable release (it depends on refcounting), so the
+        writer is consumed explicitly with `wait_merging_threads()`.
+        """
+        writer = self._acquire_writer()
+        try:
+            yield writer
+        except BaseException:
+            writer.rollback()
+            raise
+        else:
+            writer.commit()
+        finally:
+            writer.wait_merging_threads()
+
+    def _searcher(self) -> tantivy.Searcher:
+        # Manual reload policy (see open_index): picks up commits from any process, ≈20 µs.
+        self.index.reload()
+        return self.index.searcher()
+
+    # -- writes ---------------------------------------------------------------------------------
+
+    def upsert(self, docs: Iterable[LexicalDoc]) -> int:
+        """Replace-or-insert `docs` in one commit; returns how many were written.
+
+        Within one batch the last doc for a given fragment_id wins.
+        """
+        latest: dict[str, LexicalDoc] = {}
+        for doc in docs:
+            latest[doc.fragment_id] = doc
+        if not latest:
+            return 0
+        # Build documents before taking the lock: a bad doc fails without blocking other writers.
+        built = [(_utf8_safe(fid), _to_document(doc)) for fid, doc in latest.items()]
+        with self._writer() as writer:
+            for fragment_id, document in built:
+                # tantivy applies a delete to documents added *before* it (by opstamp), so
+                # delete-then-add replaces the old version and keeps the new one.
+                writer.delete_documents_by_term(s.FRAGMENT_ID, fragment_id)
+                writer.add_document(document)
+        return len(built)
+
+    def delete(self, fragment_ids: Iterable[str]) -> None:
+        ids = list(dict.fromkeys(_utf8_safe(f) for f in fragment_ids))
+        if not ids:
+            return
+        with self._writer() as writer:
+            for fragment_id in ids:
+                writer.delete_documents_by_term(s.FRAGMENT_ID, fragment_id)
+
+    def clear(self) -> None:
+        with self._writer() as writer:
+            writer.delete_all_documents()
+
+    def count(self) -> int:
+        return self._searcher().num_docs
+
+    # -- search ---------------------------------------------------------------------------------
+
+    def search(
+        self,
+        query: str,
+        allowed_scope_ids: Collection[int],
+        limit: int = 100,
+        kinds: Collection[str] | None = None,
+        field_boosts: Mapping[str, float] | None = None,
+    ) -> list[tuple[str, float]]:
+        """Return up to `limit` (fragment_id, bm25 score) pairs, best first.
+
+        Only fragments visible in at least one of `allowed_scope_ids` (and, if given, of one of
+        `kinds`) are returned; both filters are zero-score MUST clauses, so scores equal those of
+        an unfiltered search. No scopes, no kinds, or a blank query return [] without searching.
+        The user's `query` never raises: invalid syntax degrades to plain terms.
+        """
+        scopes = _scope_values(allowed_scope_ids)
+        if not scopes or limit <= 0 or not isinstance(query, str):
+            return []
+        if isinstance(kinds, str):  # `kinds="note"` would otherwise mean {"n", "o", "t", "e"}
+            kinds = (kinds,)
+        kind_values = None if kinds is None else sorted({_utf8_safe(str(k)) for k in kinds})
+        if kind_values is not None and not kind_values:
+            return []
+        boosts = (
+            self.field_boosts
+            if field_boosts is None
+            else _validate_boosts({**self.field_boosts, **field_boosts})
+        )
+        text_query = self._text_query(query, boosts)
+        if text_query is None:
+            return []
+
+        searcher = self._searcher()
+        filters = self._filters(scopes, kind_values)
+        hits = self._run(searcher, text_query, filters, limit)
+        if any(not math.isfinite(score) for score, _ in hits):
+            # A user boost such as `x^1e39` overflows to inf; rerun without any query syntax so
+            # callers (score fusion, JSON) only ever see finite floats.
+            plain = self._text_query(query, boosts, syntax=False)
+            hits = [] if plain is None else self._run(searcher, plain, filters, limit)
+        return [(searcher.doc(address).get_first(s.FRAGMENT_ID), score) for score, address in hits]
+
+    def _filters(self, scopes: list[int], kinds: list[str] | None) -> list[tantivy.Query]:
+        schema = self.index.schema
+        # const_score(..., 0.0): a bare term-set query scores 1.0 per match, which would shift
+        # every BM25 score; inside a MUST with score 0 it only restricts the candidate set.
+        filters = [
+            tantivy.Query.const_score_query(
+                tantivy.Query.term_set_query(schema, s.SCOPE, scopes), 0.0
+            )
+        ]
+        if kinds is not None:
+            filters.append(
+                tantivy.Query.const_score_query(
+                    tantivy.Query.term_set_query(schema, s.KIND, kinds), 0.0
+                )
+            )
+        return filters
+
+    @staticmethod
+    def _run(
+        searcher: tantivy.Searcher,
+        text_query: tantivy.Query,
+        filters: list[tantivy.Query],
+        limit: int,
+    ) -> list[tuple[float, tantivy.DocAddress]]:
+        clauses = [(tantivy.Occur.Must, text_query)]
+        clauses += [(tantivy.Occur.Must, f) for f in filters]
+        query = tantivy.Query.boolean_query(clauses)
+        # count=False: we never show totals, and counting visits every match.
+        return searcher.search(query, limit, count=False).hits
+
+    def _text_query(
+        self, query: str, boosts: Mapping[str, float], *, syntax: bool = True
+    ) -> tantivy.Query | None:
+        """The scoring part of the query: parsed text over title/body OR identifier terms.
+
+        Identifiers bypass the query parser on purpose: its grammar reads `foo::bar` as field
+        `foo`, and `/`, `:` and `.` are significant to it, so the raw query is tokenized with the
+        identifiers field's own analyzer and each token becomes a term query.
+        """
+        text = _utf8_safe(query.strip()[:MAX_QUERY_CHARS])
+        if not text:
+            return None
+        clauses: list[tuple[tantivy.Occur, tantivy.Query]] = []
+        parsed = self._parse(text, boosts, syntax=syntax)
+        if parsed is not None:
+            clauses.append((tantivy.Occur.Should, parsed))
+        identifier_query = self._identifier_query(text, boosts.get(s.IDENTIFIERS, 0.0))
+        if identifier_query is not None:
+            clauses.append((tantivy.Occur.Should, identifier_query))
+        if not clauses:
+            return None
+        return tantivy.Query.boolean_query(clauses)
+
+    def _parse(
+        self, text: str, boosts: Mapping[str, float], *, syntax: bool
+    ) -> tantivy.Query | None:
+        fields = [f for f in (s.TITLE, s.BODY) if boosts.get(f, 0.0) > 0.0]
+        if not fields:
+            return None
+        field_boosts = {f: boosts[f] for f in fields}
+        plain = _plain_terms(text)
+        candidates = [text, plain] if syntax else [plain]
+        parsed: tantivy.Query | None = None
+        for candidate in candidates:
+            try:
+                parsed, errors = self.index.parse_query_lenient(
+                    candidate, default_field_names=fields, field_boosts=field_boosts
+                )
+            except Exception:  # the user's text must never raise; try the plain form
+                logger.debug("lenient parse raised for %r", candidate[:80], exc_info=True)
+                continue
+            # The lenient parser silently drops what it cannot parse (`foo::bar baz` keeps only
+            # `baz`; `-x` alone becomes "everything but x"). When it reports any error the query
+            # is re-read as plain terms instead, which keeps every word the user typed.
+            if not errors:
+                return parsed
+        # Plain text has no syntax left; whatever the lenient parser made of it is a valid query.
+        return parsed
+
+    def _identifier_query(self, text: str, boost: float) -> tantivy.Query | None:
+        if boost <= 0.0:
+            return None
+        schema = self.index.schema
+        tokens = [
+            t
+            for t in dict.fromkeys(_identifier_analyzer().analyze(text))
+            if t not in _QUERY_KEYWORDS
+        ][:MAX_IDENTIFIER_TERMS]
+        if not tokens:
+            return None
+        terms = [
+            (
+                tantivy.Occur.Should,
+                tantivy.Query.term_query(schema, s.IDENTIFIERS, token, index_option="freq"),
+            )
+            for token in tokens
+        ]
+        query = tantivy.Query.boolean_query(terms)
+        return query if boost == 1.0 else tantivy.Query.boost_query(query, boost)
+
+
+# -- helpers ------------------------------------------------------------------------------------
+
+_ANALYZER_LOCAL = threading.local()
+
+
+def _identifier_analyzer() -> tantivy.TextAnalyzer:
+    # Built once per thread: TextAnalyzer wraps a Rust object whose thread-safety the Python
+    # binding does not document, and building one compiles the regex (~tens of µs).
+    analyzer = getattr(_ANALYZER_LOCAL, "analyzer", None)
+    if analyzer is None:
+        analyzer = _ANALYZER_LOCAL.analyzer = s.identifier_analyzer()
+    return analyzer
+
+
+def _utf8_safe(text: str) -> str:
+    """`text` with lone surrogates replaced by `?`.
+
+    A lone surrogate (e.g. `"\\ud800"` from a JSON body) is a valid Python str but not UTF-8, and
+    the binding raises UnicodeEncodeError while converting it; the fast path costs one encode.
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "replace").decode("utf-8")
+    return text
+
+
+def _plain_terms(text: str) -> str:
+    """`text` with no query syntax left: an OR of its words.
+
+    Metacharacters become spaces rather than backslash escapes: an escaped `foo\\:\\:bar` or
+    `limits\\^2` is one grammar term that the analyzer splits into a *phrase*, which is stricter
+    than what the user asked for (exact identifiers are matched by the identifiers clause).
+    Lowercased because the operators (AND, OR, NOT, IN, TO) are upper-case only and the text
+    analyzers lowercase anyway.
+    """
+    return _QUERY_SPECIAL.sub(" ", text).lower()
+
+
+def _scope_values(scope_ids: Collection[int]) -> list[int]:
+    # The scope field is unsigned: negative or non-integer ids cannot match anything, and passing
+    # them to tantivy would raise, so they are dropped (fail closed) rather than trusted.
+    values = set()
+    for scope_id in scope_ids:
+        if isinstance(scope_id, bool) or not isinstance(scope_id, int) or scope_id < 0:
+            continue
+        values.add(scope_id)
+    return sorted(values)
+
+
+def _validate_boosts(boosts: Mapping[str, float]) -> dict[str, float]:
+    unknown = set(boosts) - set(s.TEXT_FIELDS)
+    if unknown:
+        raise ValueError(f"unknown field(s) in field_boosts: {sorted(unknown)}")
+    clean = {}
+    for field, boost in boosts.items():
+        boost = float(boost)
+        if not math.isfinite(boost) or boost < 0.0:
+            raise ValueError(f"field boost for {field!r} must be finite and >= 0, got {boost}")
+        clean[field] = boost
+    return clean
+
+
+def _to_document(doc: LexicalDoc) -> tantivy.Document:
+    if not doc.fragment_id:
+        raise ValueError("LexicalDoc.fragment_id must not be empty")
+    document = tantivy.Document()
+    document.add_text(s.FRAGMENT_ID, _utf8_safe(doc.fragment_id))
+    for scope_id in dict.fromkeys(doc.scope_ids):
+        if isinstance(scope_id, bool) or not isinstance(scope_id, int) or scope_id < 0:
+            raise ValueError(f"scope ids must be non-negative ints, got {scope_id!r}")
+        document.add_unsigned(s.SCOPE, scope_id)
+    document.add_text(s.KIND, _utf8_safe(doc.kind))
+    if doc.org:
+        document.add_text(s.ORG, _utf8_safe(doc.org))
+    # Text from ingested files may carry lone surrogates (`surrogateescape` decoding); one bad
+    # character must not fail the whole batch.
+    document.add_text(s.TITLE, _utf8_safe(doc.title))
+    document.add_text(s.BODY, _utf8_safe(doc.body))
+    document.add_text(s.IDENTIFIERS, _utf8_safe(doc.identifiers))
+    return document
+
+
+# -- identifier extraction ----------------------------------------------------------------------
+
+# Same shape as the index tokenizer (IDENTIFIER_PATTERN), so every extracted identifier survives
+# indexing as exactly one term.
+_IDENTIFIER_RE = re.compile(s.IDENTIFIER_PATTERN)
+_CODE_SPAN_RE = re.compile(r"`([^`\n]+)`")
+# camelCase hump (`getUser`, `utf8Decode`) or an acronym followed by a word (`HTTPServer`); the
+# latter needs two lower-case letters so prose plurals (`APIs`, `URLs`) and `3D` stay out.
+_CAMEL_RE = re.compile(r"[a-z][0-9]*[A-Z]|[A-Z]{2,}[a-z]{2}")
+_HAS_WORD_START = re.compile(r"(?:^|[./:])[^\W\d]")
+
+
+def _looks_like_identifier(token: str) -> bool:
+    if not any(ch.isalnum() for ch in token):
+        return False  # `_`, `__`
+    if "::" in token or "/" in token:
+        return True
+    if "_" in token:  # snake_case, CONSTANT_CASE, __dunder__
+        return True
+    if "." in token:
+        # Dotted paths, but not numbers/versions (`3.14`, `1.2.3`) nor abbreviations (`e.g`).
+        parts = token.split(".")
+        return bool(_HAS_WORD_START.search(token)) and any(len(p) > 1 for p in parts)
+    # camelCase / PascalCase with at least two humps / HTTPServer; not `Hello`, `HTTP`, `APIs`.
+    return bool(_CAMEL_RE.search(token))
+
+
+def identifiers_from_text(text: str) -> str:
+    """Space-separated identifier-like tokens of `text`, first occurrence order, deduplicated.
+
+    Picks snake_case, CONSTANT_CASE, camelCase/PascalCase, dotted paths (`os.path.join`),
+    `::` paths and slash paths (`a/b/c.py`), plus every token inside `backtick` code spans, since
+    markdown authors mark code that way even when it is a plain word (`acquire`).
+    """
+    if not text:
+        return ""
+    found: dict[str, None] = {}
+    for span in _CODE_SPAN_RE.findall(text):
+        for token in _IDENTIFIER_RE.findall(span):
+            if any(ch.isalnum() for ch in token):
+                found.setdefault(token, None)
+    for token in _IDENTIFIER_RE.findall(text):
+        if _looks_like_identifier(token):
+            found.setdefault(token, None)
+    return " ".join(found)

@@ -1,0 +1,41 @@
+"""The one door retrieval queries go through: row-level security for the allowed scopes.
+
+Inside :func:`retrieval_scope` the connection runs as the ``contexts_retrieval`` role, which
+PostgreSQL lets read only fragment and embedding rows whose ``scope_ids`` overlap the allowed
+set — and nothing when the set is empty or unset (fail closed). The application's own filters
+are the first line; this is the backstop that holds if one of them is ever wrong.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterator
+from contextlib import contextmanager
+
+from django.db import connection, transaction
+
+RETRIEVAL_ROLE = "contexts_retrieval"
+
+
+def pg_int_array(values: Collection[int]) -> str:
+    return "{" + ",".join(str(int(v)) for v in sorted(values)) + "}"
+
+
+@contextmanager
+def retrieval_scope(scope_ids: Collection[int], *, iterative_scan: bool = True) -> Iterator[None]:
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute(f"SET LOCAL ROLE {RETRIEVAL_ROLE}")
+            cursor.execute("SELECT set_config('app.allowed_scopes', %s, true)",
+                           [pg_int_array(scope_ids)])
+            if iterative_scan:
+                # Filtered HNSW scans otherwise stop early and return fewer than k rows.
+                cursor.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+        try:
+            yield
+        finally:
+            # SET LOCAL outlives a savepoint release; reset explicitly so an enclosing
+            # transaction (tests, nested service calls) continues as the application role.
+            if not connection.needs_rollback:
+                with connection.cursor() as cursor:
+                    cursor.execute("RESET ROLE")
+                    cursor.execute("SELECT set_config('app.allowed_scopes', '', true)")

@@ -1,0 +1,19 @@
+from django.contrib import admin
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+
+from contexts.health import healthz
+
+handler400 = "contexts.api.errors.handler400"
+handler403 = "contexts.api.errors.handler403"
+handler404 = "contexts.api.errors.handler404"
+handler500 = "contexts.api.errors.handler500"
+
+urlpatterns = [
+    path("healthz", healthz, name="healthz"),
+    path("admin/", admin.site.urls),
+    path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    path("api/", include("contexts.api.urls")),
+    path("", include("contexts.console.urls")),
+]

@@ -1,0 +1,138 @@
+"""Test infrastructure: real PostgreSQL + pgvector, real Redis, a real Celery worker.
+
+A session fixture starts the embedded servers on free ports in a temporary directory and points
+Django, the cache and Celery at them before the test database is created. Nothing is mocked.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from contexts.embedded import EmbeddedPostgres, EmbeddedRedis, free_port
+
+ROOT = Path(__file__).resolve().parent.parent
+TEST_DB_NAME = "test_contexts"
+
+
+class Services:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.postgres = EmbeddedPostgres(root, free_port())
+        self.redis = EmbeddedRedis(root, free_port())
+
+    @property
+    def test_database_url(self) -> str:
+        return f"postgres://postgres@127.0.0.1:{self.postgres.port}/{TEST_DB_NAME}"
+
+    def env(self) -> dict[str, str]:
+        """Environment for a child process (worker, CLI) that must use the test database."""
+        return {
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": "contexts.settings",
+            "DATABASE_URL": self.test_database_url,
+            "REDIS_URL": self.redis.url,
+            "CONTEXTS_VAR_DIR": str(self.root / "var"),
+            "PYTHONPATH": str(ROOT),
+        }
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    from django.conf import settings
+
+    # Tests render templates without running collectstatic first.
+    settings.STORAGES = {**settings.STORAGES, "staticfiles": {
+        "BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"}}
+    settings.WHITENOISE_AUTOREFRESH = True
+
+
+@pytest.fixture(scope="session")
+def services() -> Iterator[Services]:
+    root = Path(tempfile.mkdtemp(prefix="contexts-test-"))
+    stack = Services(root)
+    stack.postgres.start()
+    stack.redis.start()
+    try:
+        yield stack
+    finally:
+        stack.redis.stop()
+        stack.postgres.stop()
+        subprocess.run(["rm", "-rf", str(root)], check=False)
+
+
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings(services: Services) -> None:
+    """Point Django, its cache and Celery at the session's servers (before the test DB exists).
+
+    Mutating the settings dicts in place also updates connection objects that already hold
+    them, so nothing can keep talking to another server.
+    """
+    from django.conf import settings
+
+    from contexts.celery import app
+
+    db = settings.DATABASES["default"]
+    db.update({"HOST": "127.0.0.1", "PORT": services.postgres.port, "USER": "postgres",
+               "NAME": "contexts", "PASSWORD": ""})
+    db.setdefault("TEST", {})["NAME"] = TEST_DB_NAME
+    settings.CACHES["default"]["LOCATION"] = services.redis.url
+    settings.CELERY_BROKER_URL = services.redis.url
+    settings.VAR_DIR = services.root / "var"
+    settings.VAR_DIR.mkdir(parents=True, exist_ok=True)
+    app.conf.update(broker_url=services.redis.url, result_backend=services.redis.url)
+
+
+@pytest.fixture
+def celery_worker(services: Services, transactional_db) -> Iterator[subprocess.Popen]:
+    """A real Celery worker process on the test Redis and the test database.
+
+    Tests using it need committed data (``transactional_db``): the worker has its own
+    connection and cannot see an open test transaction.
+    """
+    process = start_worker(services)
+    try:
+        yield process
+    finally:
+        stop_worker(process)
+
+
+def start_worker(services: Services, *, concurrency: int = 1,
+                 name: str = "test") -> subprocess.Popen:
+    log = open(services.root / f"worker-{name}.log", "ab")  # noqa: SIM115 - closed by the OS
+    process = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "contexts", "worker", "--loglevel", "INFO",
+         "--concurrency", str(concurrency), "--hostname", f"{name}-{os.getpid()}@%h",
+         "--without-gossip", "--without-mingle"],
+        env=services.env(), cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    from contexts.celery import app
+
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            log_text = (services.root / f"worker-{name}.log").read_text()
+            raise RuntimeError(f"worker exited: {log_text}")
+        if app.control.ping(timeout=0.5):
+            return process
+    stop_worker(process)
+    raise RuntimeError("the Celery worker did not answer a ping within 60 s")
+
+
+def stop_worker(process: subprocess.Popen) -> None:
+    import signal
+
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()

@@ -1,0 +1,65 @@
+"""The embedded services: idempotent start, clean stop, crash recovery, clear port errors."""
+
+import os
+import signal
+import socket
+import time
+
+import psycopg
+import pytest
+
+from contexts.embedded import EmbeddedPostgres, EmbeddedRedis, EmbeddedServiceError, free_port
+
+pytestmark = pytest.mark.slow
+
+
+def _wait_dead(pid: int) -> None:
+    for _ in range(200):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.05)
+
+
+def test_postgres_start_is_idempotent_and_survives_a_crash(tmp_path):
+    pg = EmbeddedPostgres(tmp_path, free_port())
+    first = pg.start()
+    try:
+        assert first.running
+        assert pg.start().pid == first.pid  # attaches, does not start a second server
+        with psycopg.connect(f"host=127.0.0.1 port={pg.port} user=postgres dbname=contexts") as c:
+            assert c.execute("SELECT 1").fetchone() == (1,)
+        os.kill(first.pid, signal.SIGKILL)  # a crash leaves postmaster.pid behind
+        _wait_dead(first.pid)
+        time.sleep(0.5)  # children notice the dead postmaster and exit
+        second = pg.start()
+        assert second.running and second.pid != first.pid
+    finally:
+        pg.stop()
+    assert not pg.status().running
+
+
+def test_redis_start_stop_and_stale_pid_file(tmp_path):
+    redis_server = EmbeddedRedis(tmp_path, free_port())
+    status = redis_server.start()
+    try:
+        assert redis_server.start().pid == status.pid
+        os.kill(status.pid, signal.SIGKILL)
+        _wait_dead(status.pid)
+        assert redis_server.pid_file.exists()  # stale, left by the crash
+        assert redis_server.start().running
+    finally:
+        redis_server.stop()
+    assert not redis_server.status().running
+
+
+def test_a_taken_port_gives_a_clear_message(tmp_path):
+    with socket.socket() as blocker:
+        blocker.bind(("127.0.0.1", 0))
+        blocker.listen()
+        port = blocker.getsockname()[1]
+        with pytest.raises(EmbeddedServiceError, match=f"port {port} is taken.*CONTEXTS_PG_PORT"):
+            EmbeddedPostgres(tmp_path, port).start()
+        with pytest.raises(EmbeddedServiceError, match="CONTEXTS_REDIS_PORT"):
+            EmbeddedRedis(tmp_path, port).start()
