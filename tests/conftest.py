@@ -51,6 +51,8 @@ def pytest_configure(config: pytest.Config) -> None:
     settings.STORAGES = {**settings.STORAGES, "staticfiles": {
         "BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"}}
     settings.WHITENOISE_AUTOREFRESH = True
+    # PBKDF2's deliberate slowness buys nothing in tests and costs seconds per user.
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
 @pytest.fixture(scope="session")

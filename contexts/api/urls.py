@@ -6,4 +6,5 @@ app_name = "api"
 
 urlpatterns = [
     path("", views.api_root, name="root"),
+    path("whoami", views.whoami, name="whoami"),
 ]

@@ -6,6 +6,9 @@ from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from accounts.models import ApiToken, Scope
+from accounts.scopes import readable_scopes
+
 
 @extend_schema(summary="API index", responses={200: dict})
 @api_view(["GET"])
@@ -19,3 +22,19 @@ def api_root(request: Request) -> Response:
             "retrieve": request.build_absolute_uri("/api/contexts/retrieve"),
         }
     )
+
+
+@extend_schema(summary="Who am I, and which scopes may I read?", responses={200: dict})
+@api_view(["GET"])
+def whoami(request: Request) -> Response:
+    principal = request.user
+    scopes = Scope.objects.filter(id__in=readable_scopes(principal)).order_by("kind", "label")
+    if isinstance(principal, ApiToken):
+        identity = {"type": "token", "id": principal.public_id, "name": principal.name,
+                    "org": principal.org.slug}
+    else:
+        identity = {"type": "user", "username": principal.get_username()}
+    return Response({
+        "principal": identity,
+        "scopes": [{"id": s.public_id, "kind": s.kind, "label": s.label} for s in scopes],
+    })

@@ -142,7 +142,8 @@ def create_fragment(principal: Any, scope: Scope, *, body: str, title: str = "",
 
 
 def _locked(fragment: Fragment) -> Fragment:
-    return Fragment.objects.select_for_update().select_related("owner", "scope").get(
+    # Lock only the fragment row (owner is a nullable join FOR UPDATE cannot cover).
+    return Fragment.objects.select_for_update(of=("self",)).select_related("owner", "scope").get(
         pk=fragment.pk)
 
 

@@ -1,0 +1,65 @@
+"""Row-level security for the retrieval role fails closed and shows exactly the set scopes."""
+
+import numpy as np
+from django.db import connection
+
+from contexts.models import Embedding, EmbeddingGeneration, Fragment
+from contexts.services.fragments import create_fragment
+from contexts.services.rls import retrieval_scope
+
+
+def _fragments(cast):
+    return {
+        "org": create_fragment(cast.owner, cast.org.scope, body="org-wide"),
+        "repo": create_fragment(cast.owner, cast.repo.scope, body="repo"),
+        "other_repo": create_fragment(cast.owner, cast.other_repo.scope, body="other repo"),
+        "session": create_fragment(cast.owner, cast.session.scope, body="session"),
+        "globex": create_fragment(cast.stranger, cast.other_org.scope, body="other org"),
+    }
+
+
+def _embed_all(fragments):
+    generation = EmbeddingGeneration.objects.create(namespace="prose", model_name="test",
+                                                    state="active")
+    for fragment in fragments.values():
+        Embedding.objects.create(
+            org_id=fragment.org_id, fragment=fragment, fragment_version=1,
+            generation=generation, namespace="prose", scope_ids=fragment.scope_ids,
+            content_hash=fragment.content_hash, embedding=np.ones(384),
+        )
+
+
+def _visible_ids():
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT id FROM contexts_fragment")
+        fragments = {row[0] for row in cursor.fetchall()}
+        cursor.execute("SELECT fragment_id FROM contexts_embedding")
+        embeddings = {row[0] for row in cursor.fetchall()}
+    return fragments, embeddings
+
+
+def test_no_scopes_set_reads_zero_rows(cast):
+    _embed_all(_fragments(cast))
+    with retrieval_scope([]):
+        assert _visible_ids() == (set(), set())
+        assert Fragment.objects.count() == 0
+
+
+def test_a_reset_setting_still_reads_zero_rows(cast):
+    _embed_all(_fragments(cast))
+    with retrieval_scope([cast.org.scope_id]):
+        with connection.cursor() as cursor:
+            cursor.execute("RESET app.allowed_scopes")
+        assert _visible_ids() == (set(), set())
+
+
+def test_scopes_set_read_exactly_their_rows(cast):
+    fragments = _fragments(cast)
+    _embed_all(fragments)
+    with retrieval_scope([cast.org.scope_id, cast.repo.scope_id]):
+        expected = {fragments["org"].pk, fragments["repo"].pk}
+        assert _visible_ids() == (expected, expected)
+    with retrieval_scope([cast.other_org.scope_id]):
+        assert _visible_ids() == ({fragments["globex"].pk}, {fragments["globex"].pk})
+    # Outside the block the application role sees everything again.
+    assert Fragment.objects.count() == len(fragments)
