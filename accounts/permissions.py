@@ -46,10 +46,27 @@ def role_in(user: AbstractBaseUser, org_id: int | None) -> str | None:
                                                                           flat=True).first()
 
 
+class SystemPrincipal:
+    """The product itself, acting for a job someone was authorized to start (ingestion,
+    governance scans). It may act anywhere; it reads nothing through ``readable_scopes``."""
+
+    is_authenticated = False
+    is_superuser = False
+    pk = None
+
+    def __repr__(self) -> str:
+        return "<system>"
+
+
+SYSTEM = SystemPrincipal()
+
+
 def may(principal: Any, action: str, scope: Scope) -> bool:
     """Whether ``principal`` may perform ``action`` in ``scope``."""
     if action not in ACTIONS:
         raise ValueError(f"unknown action {action!r}")
+    if principal is SYSTEM:
+        return True
     if scope.id not in readable_scopes(principal):
         return False
     if action == "view":

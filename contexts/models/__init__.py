@@ -13,6 +13,7 @@ from contexts.models.fragments import (
     Pin,
 )
 from contexts.models.governance import Nudge
+from contexts.models.jobs import IngestionJob, JobState
 from contexts.models.sources import SourceDocument, SourcePointer
 
 __all__ = [
@@ -25,6 +26,8 @@ __all__ = [
     "FragmentKind",
     "FragmentStatus",
     "FragmentVersion",
+    "IngestionJob",
+    "JobState",
     "Link",
     "Nudge",
     "Pin",

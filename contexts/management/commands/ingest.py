@@ -1,0 +1,106 @@
+"""``manage.py ingest PATH --org SLUG [--repo SLUG] [--persona SLUG] [--context NAME]
+[--owner USERNAME] [--wait | --inline]``."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError
+
+from accounts.lookups import find_in_org, find_org
+from accounts.models import Persona, Repository
+from accounts.permissions import SYSTEM
+from contexts.models import Context, IngestionJob, JobState
+from contexts.services.errors import InvalidOperation
+from contexts.services.jobs import create_job, enqueue, run_job
+
+
+class Command(BaseCommand):
+    help = "Ingest a directory, git checkout or file into an organization (as a Celery job)."
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("path")
+        parser.add_argument("--org", required=True)
+        parser.add_argument("--repo")
+        parser.add_argument("--persona")
+        parser.add_argument("--context", help="slug of a context to put the fragments in")
+        parser.add_argument("--owner", help="username owning fragments without a front-matter "
+                                            "owner")
+        mode = parser.add_mutually_exclusive_group()
+        mode.add_argument("--wait", action="store_true",
+                          help="queue the job and show its progress until it ends")
+        mode.add_argument("--inline", action="store_true",
+                          help="run the job in this process instead of on a worker")
+
+    def handle(self, *args, path: str, org: str, repo: str | None, persona: str | None,
+               context: str | None, owner: str | None, wait: bool, inline: bool,
+               **options) -> None:
+        organization = find_org(org)
+        if organization is None:
+            raise CommandError(f"no organization {org!r}")
+        scope = organization.scope
+        if repo:
+            repository = find_in_org(Repository, organization, repo)
+            if repository is None:
+                raise CommandError(f"no repository {repo!r} in {organization.slug}")
+            scope = repository.scope
+        if persona:
+            found = find_in_org(Persona, organization, persona)
+            if found is None:
+                raise CommandError(f"no persona {persona!r} in {organization.slug}")
+            scope = found.scope
+        bundle = None
+        if context:
+            bundle = find_in_org(Context, organization, context)
+            if bundle is None:
+                raise CommandError(f"no context {context!r} in {organization.slug}")
+        owner_user = None
+        if owner:
+            owner_user = get_user_model().objects.filter(username=owner).first()
+            if owner_user is None:
+                raise CommandError(f"no user {owner!r}")
+        try:
+            job = create_job(SYSTEM, scope, path, context=bundle, owner=owner_user)
+        except InvalidOperation as exc:
+            raise CommandError(str(exc)) from exc
+        self.stdout.write(f"job {job.public_id}: ingesting {path} into {scope}")
+        started = time.monotonic()
+        if inline:
+            job = run_job(job.pk)
+        else:
+            enqueue(job)
+            if not wait:
+                self.stdout.write("queued; follow it with GET /api/jobs/" + job.public_id)
+                return
+            job = self._follow(job)
+        self._report(job, time.monotonic() - started)
+
+    def _follow(self, job: IngestionJob) -> IngestionJob:
+        while True:
+            job.refresh_from_db()
+            self._bar(job)
+            if job.state in (JobState.DONE, JobState.FAILED):
+                sys.stdout.write("\n")
+                return job
+            time.sleep(0.5)
+
+    def _bar(self, job: IngestionJob) -> None:
+        width = 30
+        filled = int(job.progress * width)
+        sys.stdout.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {job.files_done}/"
+                         f"{job.files_total} files, {job.fragments_created} new fragments")
+        sys.stdout.flush()
+
+    def _report(self, job: IngestionJob, seconds: float) -> None:
+        self.stdout.write(
+            f"{job.state}: {job.files_done} files, {job.fragments_created} created, "
+            f"{job.fragments_updated} updated, {job.fragments_unchanged} unchanged, "
+            f"{job.fragments_retired} retired, {job.duplicates_collapsed} near-duplicates "
+            f"collapsed, {len(job.skipped)} skipped, {len(job.errors)} errors in {seconds:.1f}s"
+        )
+        for error in job.errors:
+            self.stderr.write(f"  error {error['path']}: {error['reason']}")
+        if job.state == JobState.FAILED:
+            raise CommandError("the job failed")

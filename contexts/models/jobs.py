@@ -1,0 +1,66 @@
+"""Background ingestion jobs and their observable progress."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+from accounts.models import Organization, PublicIdModel, Scope
+
+
+class JobState(models.TextChoices):
+    QUEUED = "queued", "queued"
+    RUNNING = "running", "running"
+    DONE = "done", "done"
+    FAILED = "failed", "failed"
+
+
+class IngestionJob(PublicIdModel):
+    """One run of the ingestion pipeline over a directory or a set of uploaded files.
+
+    Progress counters are updated as files complete, so the console and ``GET /api/jobs/{id}``
+    show live progress. ``errors`` lists per-file failures with reasons; ``skipped`` lists
+    files left out on purpose (binary, vendored, generated, too large) with the reason.
+    """
+
+    PUBLIC_ID_PREFIX = "job"
+    org = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="jobs")
+    scope = models.ForeignKey(Scope, on_delete=models.CASCADE, related_name="jobs",
+                              help_text="home scope of the fragments this job writes")
+    context = models.ForeignKey("contexts.Context", on_delete=models.SET_NULL, null=True,
+                                blank=True, related_name="jobs")
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True,
+                              blank=True, related_name="+",
+                              help_text="default owner of new fragments")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL,
+                                   null=True, blank=True, related_name="+")
+    source = models.CharField(max_length=1000, help_text="directory path or upload folder")
+    source_kind = models.CharField(max_length=10, default="path",
+                                   choices=[("path", "path"), ("upload", "upload")])
+    state = models.CharField(max_length=8, choices=JobState.choices, default=JobState.QUEUED)
+    files_total = models.PositiveIntegerField(default=0)
+    files_done = models.PositiveIntegerField(default=0)
+    fragments_created = models.PositiveIntegerField(default=0)
+    fragments_updated = models.PositiveIntegerField(default=0)
+    fragments_unchanged = models.PositiveIntegerField(default=0)
+    fragments_retired = models.PositiveIntegerField(default=0)
+    duplicates_collapsed = models.PositiveIntegerField(default=0)
+    errors = models.JSONField(default=list, blank=True)
+    skipped = models.JSONField(default=list, blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(default=timezone.now)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.public_id} {self.source} ({self.state})"
+
+    @property
+    def progress(self) -> float:
+        if self.state == JobState.DONE:
+            return 1.0
+        return self.files_done / self.files_total if self.files_total else 0.0

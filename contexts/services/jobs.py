@@ -1,0 +1,106 @@
+"""Starting and running ingestion jobs (the Celery task is a thin wrapper around ``run_job``)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from accounts.models import Scope
+from contexts.ingestion.pipeline import Ingestor, Stats, Target
+from contexts.ingestion.sources import walk
+from contexts.models import Context, IngestionJob, JobState
+from contexts.services.errors import InvalidOperation
+from contexts.services.fragments import require
+
+logger = logging.getLogger(__name__)
+PROGRESS_EVERY_SECONDS = 0.5
+
+
+def create_job(principal: Any, scope: Scope, source: str, *, source_kind: str = "path",
+               context: Context | None = None, owner=None, created_by=None) -> IngestionJob:
+    require(principal, "curate", scope)
+    if scope.kind not in ("org", "repo", "persona", "session"):
+        raise InvalidOperation("fragments are ingested into an organization, repository, "
+                               "persona or session", field="scope")
+    if source_kind == "path" and not Path(source).exists():
+        raise InvalidOperation(f"no such file or directory: {source}", field="path")
+    if context is not None and context.org_id != scope.org_id:
+        raise InvalidOperation("the context belongs to another organization", field="context")
+    return IngestionJob.objects.create(
+        org_id=scope.org_id, scope=scope, context=context, source=str(source),
+        source_kind=source_kind, owner=owner, created_by=created_by,
+    )
+
+
+def enqueue(job: IngestionJob) -> None:
+    from contexts.tasks import ingest
+
+    transaction.on_commit(lambda: ingest.delay(job.pk))
+
+
+def _target(job: IngestionJob) -> Target:
+    scope = job.scope
+    repository = None
+    if scope.kind == "repo":
+        from accounts.models import Repository
+
+        repository = Repository.objects.get(scope=scope)
+    return Target(org=job.org, scope=scope, repository=repository, context=job.context,
+                  default_owner=job.owner or job.created_by)
+
+
+def run_job(job_id: int) -> IngestionJob | None:
+    """Run (or, after a crash, re-run) a job to completion. Safe to call twice."""
+    claimed = IngestionJob.objects.filter(
+        pk=job_id, state__in=[JobState.QUEUED, JobState.RUNNING]
+    ).update(state=JobState.RUNNING, started_at=timezone.now())
+    job = IngestionJob.objects.filter(pk=job_id).first()
+    if job is None or not claimed:
+        return job  # gone, or already finished by an earlier delivery
+    IngestionJob.objects.filter(pk=job_id).update(attempts=job.attempts + 1)
+    last_update = 0.0
+
+    def progress(stats: Stats, force: bool = False) -> None:
+        nonlocal last_update
+        now = time.monotonic()
+        if force or now - last_update >= PROGRESS_EVERY_SECONDS:
+            last_update = now
+            IngestionJob.objects.filter(pk=job_id).update(**_counters(stats))
+
+    try:
+        files = list(walk(Path(job.source), max_bytes=settings.INGEST_MAX_FILE_BYTES))
+        IngestionJob.objects.filter(pk=job_id).update(
+            files_total=sum(1 for f in files if not hasattr(f, "reason")))
+        ingestor = Ingestor(_target(job), batch_chunks=settings.INGEST_EMBED_BATCH_CHUNKS,
+                            on_progress=progress)
+        stats = ingestor.run(files)
+    except Exception as exc:
+        logger.exception("ingestion job %s failed", job.public_id)
+        IngestionJob.objects.filter(pk=job_id).update(
+            state=JobState.FAILED, finished_at=timezone.now(),
+            errors=[*job.errors, {"path": job.source, "reason": f"{type(exc).__name__}: {exc}"}])
+        raise
+    IngestionJob.objects.filter(pk=job_id).update(
+        state=JobState.DONE, finished_at=timezone.now(), **_counters(stats))
+    job.refresh_from_db()
+    job.stats = stats  # for callers that report chunk statistics
+    return job
+
+
+def _counters(stats: Stats) -> dict:
+    return {
+        "files_done": stats.files_done,
+        "fragments_created": stats.created,
+        "fragments_updated": stats.updated,
+        "fragments_unchanged": stats.unchanged,
+        "fragments_retired": stats.retired,
+        "duplicates_collapsed": stats.duplicates,
+        "errors": stats.errors,
+        "skipped": stats.skipped,
+    }
