@@ -78,7 +78,7 @@ class ScopedObject(PublicIdModel):
     """An object that owns a scope row, created with it in one transaction."""
 
     SCOPE_KIND = ScopeKind.ORG
-    scope = models.OneToOneField(Scope, on_delete=models.PROTECT, editable=False,
+    scope = models.OneToOneField(Scope, on_delete=models.RESTRICT, editable=False,
                                  related_name="+")
 
     class Meta:

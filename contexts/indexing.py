@@ -53,17 +53,21 @@ def embedder_for(generation: EmbeddingGeneration) -> Embedder:
     return _load(spec.location, spec.name, spec.version)
 
 
-def embedding_text(fragment: Fragment) -> str:
+def embedding_text_for(title: str, heading_path: Sequence[str], body: str) -> str:
     """What the dense model sees: the title line helps short fragments; the body is the rest."""
-    title = " > ".join(fragment.heading_path) or fragment.title
-    body = fragment.body
-    return body if not title or body.startswith(title) else f"{title}\n{body}"
+    head = " > ".join(heading_path) or title
+    return body if not head or body.startswith(head) else f"{head}\n{body}"
+
+
+def embedding_text(fragment: Fragment) -> str:
+    return embedding_text_for(fragment.title, fragment.heading_path, fragment.body)
 
 
 def embed_fragments(fragments: Sequence[Fragment],
-                    generation: EmbeddingGeneration | None = None) -> int:
+                    generation: EmbeddingGeneration | None = None, *, reuse: bool = True) -> int:
     """Write vectors for the current version of ``fragments`` in their namespace's (or the
-    given) generation, reusing any vector already computed for the same content and model."""
+    given) generation, reusing any vector already computed for the same content and model
+    (``reuse=False`` forces encoding, for benchmarks)."""
     written = 0
     by_namespace: dict[str, list[Fragment]] = {}
     for fragment in fragments:
@@ -71,7 +75,8 @@ def embed_fragments(fragments: Sequence[Fragment],
     for namespace, group in by_namespace.items():
         gen = generation or active_generation(namespace)
         texts = [embedding_text(f) for f in group]
-        vectors = encode_cached(gen, texts, [f.content_hash for f in group])
+        vectors = (encode_cached(gen, texts, [f.content_hash for f in group]) if reuse
+                   else embedder_for(gen).encode(texts))
         write_embeddings(gen, group, vectors)
         written += len(group)
     return written

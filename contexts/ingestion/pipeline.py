@@ -18,12 +18,15 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
+import numpy as np
 from django.contrib.auth import get_user_model
 from django.db import transaction
+from django.db.models import Count
 from django.utils import timezone
 
 from accounts.models import Organization, Repository, Scope
@@ -36,6 +39,7 @@ from contexts.ingestion.sources import Skipped, SourceFile
 from contexts.ingestion.types import Chunk, NormalizedDocument
 from contexts.models import (
     Context,
+    Embedding,
     Fragment,
     FragmentKind,
     FragmentStatus,
@@ -106,44 +110,100 @@ def dedup_text(chunk_: Chunk) -> str:
     return rest if rest.strip() else chunk_.text
 
 
+@dataclass
+class ChunkPlan:
+    """What to do with one chunk, decided before any write.
+
+    ``action``: ``unchanged``; ``update`` (new version of ``fragment_id``); ``create`` (a new
+    fragment with ``uid``); ``duplicate`` (one more source of ``fragment_id``, or of the
+    fragment another chunk of this run creates with ``uid``).
+    """
+
+    chunk: Chunk
+    text_hash: str
+    fingerprint: int
+    action: str
+    pointer: SourcePointer | None = None
+    fragment_id: int | None = None
+    uid: uuid.UUID | None = None
+    vector: np.ndarray | None = None
+
+
+@dataclass
+class FilePlan:
+    planned: Planned
+    chunks: list[ChunkPlan]
+    dropped: list[SourcePointer]
+
+
 class Ingestor:
-    def __init__(self, target: Target, *, batch_chunks: int = 64,
-                 on_progress: Callable[[Stats], None] | None = None) -> None:
+    """Runs the lane over a stream of files, in groups.
+
+    Encoding a group (the expensive part, in a background thread — torch releases the GIL)
+    overlaps with writing the previous group, so the pipeline costs little beyond the model
+    itself. Which chunk is new, changed or a duplicate is decided when a group is planned,
+    from in-memory indexes that already include earlier groups' plans.
+    """
+
+    def __init__(self, target: Target, *, batch_chunks: int = 256,
+                 on_progress: Callable[[Stats], None] | None = None,
+                 reuse_vectors: bool = True) -> None:
         self.target = target
         self.batch_chunks = batch_chunks
+        self.reuse_vectors = reuse_vectors
         self.on_progress = on_progress or (lambda stats: None)
         self.stats = Stats()
-        self.bands: BandIndex[int] = BandIndex()
+        # Dedup state for the home scope: band index over SimHashes, exact content hashes.
+        # Keys are fragment pks, or uids of fragments this run will create.
+        self.bands: BandIndex[int | uuid.UUID] = BandIndex()
+        self.by_hash: dict[str, int | uuid.UUID] = {}
+        for pk, value, text_hash in Fragment.objects.filter(
+                scope=target.scope, status=FragmentStatus.ACTIVE).values_list(
+                "pk", "simhash", "content_hash"):
+            if value is not None:
+                self.bands.add(pk, to_unsigned64(value))
+            self.by_hash.setdefault(text_hash, pk)
         self._owners: dict[str, object | None] = {}
         self._links: list[tuple[int, str, str, str]] = []  # fragment, doc path, target, kind
-        for pk, value in Fragment.objects.filter(
-                scope=target.scope, status=FragmentStatus.ACTIVE,
-                simhash__isnull=False).values_list("pk", "simhash"):
-            self.bands.add(pk, to_unsigned64(value))
+        self._generations = {ns: indexing.active_generation(ns) for ns in indexing.NAMESPACES}
 
     # -- driving -------------------------------------------------------------------------------
     def run(self, files: Iterable[SourceFile | Skipped]) -> Stats:
-        group: list[Planned] = []
-        pending_chunks = 0
-        for item in files:
-            if isinstance(item, Skipped):
-                self.stats.skipped.append({"path": item.path, "reason": item.reason})
-                continue
-            planned = self._plan(item)
-            if planned is None:
-                continue
-            group.append(planned)
-            pending_chunks += len(planned.chunks)
-            if pending_chunks >= self.batch_chunks:
-                self._write_group(group)
-                group, pending_chunks = [], 0
-        if group:
-            self._write_group(group)
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="encode") as encoder:
+            pending: tuple[list[FilePlan], Future] | None = None
+            for group in self._groups(files):
+                plans = [self._plan_file(planned) for planned in group]
+                if self.reuse_vectors:
+                    self._reuse_vectors(plans)
+                encoding = encoder.submit(self._encode, plans)
+                if pending is not None:
+                    self._write_group(*pending)
+                pending = (plans, encoding)
+            if pending is not None:
+                self._write_group(*pending)
         self._write_links()
         indexing.sync_lexical(self.stats.touched)
         return self.stats
 
-    def _plan(self, source: SourceFile) -> Planned | None:
+    def _groups(self, files: Iterable[SourceFile | Skipped]) -> Iterator[list[Planned]]:
+        group: list[Planned] = []
+        size = 0
+        for item in files:
+            if isinstance(item, Skipped):
+                self.stats.skipped.append({"path": item.path, "reason": item.reason})
+                continue
+            planned = self._parse(item)
+            if planned is None:
+                continue
+            group.append(planned)
+            size += len(planned.chunks)
+            if size >= self.batch_chunks:
+                yield group
+                group, size = [], 0
+        if group:
+            yield group
+
+    def _parse(self, source: SourceFile) -> Planned | None:
         """Normalize and chunk one file; None when it failed or its content is unchanged."""
         try:
             doc = normalize(source.path, source.raw)
@@ -163,143 +223,201 @@ class Ingestor:
             return None
         return Planned(source, doc, chunks, document)
 
-    def _fail(self, path: str, reason: str) -> None:
-        self.stats.errors.append({"path": path, "reason": reason[:500]})
-        self.stats.files_done += 1
-        self.on_progress(self.stats)
-
-    # -- writing -------------------------------------------------------------------------------
-    def _write_group(self, group: list[Planned]) -> None:
-        """Write these files and their vectors in one transaction."""
-        try:
-            with transaction.atomic(), fragment_service.indexing_handled_by_caller():
-                changed: list[Fragment] = []
-                for planned in group:
-                    changed.extend(self._write_file(planned))
-                self._embed(changed)
-        except Exception as exc:  # noqa: BLE001 - retry one file at a time to isolate it
-            if len(group) == 1:
-                logger.exception("could not ingest %s", group[0].source.path)
-                self._fail(group[0].source.path, f"{type(exc).__name__}: {exc}")
-                return
-            for planned in group:
-                self._write_group([planned])
-            return
-        self.stats.files_done += len(group)
-        self.on_progress(self.stats)
-
     def _document(self, path: str) -> SourceDocument | None:
         return SourceDocument.objects.filter(org=self.target.org,
                                              repository=self.target.repository,
                                              path=path).first()
 
-    def _write_file(self, planned: Planned) -> list[Fragment]:
-        source, doc, document = planned.source, planned.doc, planned.document
-        now = timezone.now()
-        if document is None:
-            document = SourceDocument.objects.create(
-                org=self.target.org, repository=self.target.repository, path=source.path,
-                language=doc.language, author=source.author, authored_at=source.authored_at,
-                content_hash=document_hash(doc), size_bytes=len(source.raw), changed_at=now,
-            )
-        elif document.content_hash != document_hash(doc):
-            document.content_hash = document_hash(doc)
-            document.size_bytes = len(source.raw)
-            document.author, document.authored_at = source.author, source.authored_at
-            document.language, document.changed_at = doc.language, now
-            document.save()
-        pointers = {p.anchor: p for p in document.pointers.select_related("fragment")}
-        changed: list[Fragment] = []
-        seen: set[str] = set()
-        for chunk_ in planned.chunks:
-            seen.add(chunk_.anchor)
-            chunk_hash = fragment_service.content_hash(chunk_.text)
-            self.stats.chunk_tokens.append(chunk_.token_count)
-            pointer = pointers.get(chunk_.anchor)
-            if pointer is not None and pointer.content_hash == chunk_hash:
-                self.stats.unchanged += 1
-                self.stats.touched.add(pointer.fragment_id)
-                continue
-            fragment = self._upsert_chunk(document, doc, chunk_, chunk_hash, pointer)
-            if fragment is not None:
-                changed.append(fragment)
-        for anchor, pointer in pointers.items():
-            if anchor not in seen:
-                self._drop_pointer(pointer)
-        self._remember_links(document, doc, changed)
-        return changed
+    def _fail(self, path: str, reason: str) -> None:
+        self.stats.errors.append({"path": path, "reason": reason[:500]})
+        self.stats.files_done += 1
+        self.on_progress(self.stats)
 
-    def _upsert_chunk(self, document: SourceDocument, doc: NormalizedDocument, chunk_: Chunk,
-                      chunk_hash: str, pointer: SourcePointer | None) -> Fragment | None:
-        lines = {"start_line": chunk_.start_line, "end_line": chunk_.end_line}
-        if pointer is not None and pointer.fragment.sources.count() == 1:
-            # The chunk changed in place: a new version of its fragment.
+    # -- planning ------------------------------------------------------------------------------
+    def _plan_file(self, planned: Planned) -> FilePlan:
+        pointers = ({} if planned.document is None else
+                    {p.anchor: p for p in planned.document.pointers.all()})
+        shared = set()
+        if pointers:
+            counts = (SourcePointer.objects.filter(fragment_id__in=[p.fragment_id for p in
+                                                                    pointers.values()])
+                      .values_list("fragment_id").annotate(n=Count("id")))
+            shared = {fragment_id for fragment_id, n in counts if n > 1}
+        plans = []
+        for chunk_ in planned.chunks:
+            text_hash = fragment_service.content_hash(chunk_.text)
+            plan = ChunkPlan(chunk_, text_hash, simhash(dedup_text(chunk_)), "create")
+            pointer = pointers.pop(chunk_.anchor, None)
+            if pointer is not None and pointer.content_hash == text_hash:
+                plan.action, plan.fragment_id = "unchanged", pointer.fragment_id
+            elif pointer is not None and pointer.fragment_id not in shared:
+                plan.action, plan.pointer = "update", pointer
+                plan.fragment_id = pointer.fragment_id
+            else:
+                plan.pointer = pointer  # a collapsed source that changed: detach, re-place
+                canonical = self._duplicate_of(plan)
+                if canonical is not None:
+                    plan.action = "duplicate"
+                    if isinstance(canonical, uuid.UUID):
+                        plan.uid = canonical
+                    else:
+                        plan.fragment_id = canonical
+                else:
+                    plan.uid = fragment_uid(self.target.scope, planned.doc.path, chunk_.anchor)
+                    self.by_hash.setdefault(text_hash, plan.uid)
+                    self.bands.add(plan.uid, plan.fingerprint)
+            plans.append(plan)
+        return FilePlan(planned, plans, list(pointers.values()))
+
+    def _duplicate_of(self, plan: ChunkPlan) -> int | uuid.UUID | None:
+        if plan.text_hash in self.by_hash:
+            return self.by_hash[plan.text_hash]
+        near = self.bands.near(plan.fingerprint, NEAR_DUPLICATE_DISTANCE)
+        return near[0][0] if near else None
+
+    def _reuse_vectors(self, plans: list[FilePlan]) -> None:
+        """Take vectors this model already computed for the same text (any organization)."""
+        for namespace, generation in self._generations.items():
+            wanted = {c.text_hash: c for p in plans for c in p.chunks
+                      if c.action in ("create", "update") and c.chunk.namespace == namespace}
+            if not wanted:
+                continue
+            known = dict(Embedding.objects.filter(generation=generation,
+                                                  content_hash__in=list(wanted))
+                         .values_list("content_hash", "embedding"))
+            for p in plans:
+                for c in p.chunks:
+                    if c.text_hash in known and c.chunk.namespace == namespace:
+                        c.vector = np.asarray(known[c.text_hash], dtype=np.float32)
+
+    def _encode(self, plans: list[FilePlan]) -> None:
+        """Vectors for every new or changed chunk (runs in the encoder thread: model only)."""
+        for namespace in indexing.NAMESPACES:
+            todo = [c for p in plans for c in p.chunks if c.vector is None
+                    and c.action in ("create", "update") and c.chunk.namespace == namespace]
+            if not todo:
+                continue
+            started = time.perf_counter()
+            embedder = indexing.embedder_for(self._generations[namespace])
+            vectors = embedder.encode([chunk_embedding_text(c.chunk) for c in todo])
+            for plan, vector in zip(todo, vectors, strict=True):
+                plan.vector = vector
+            self.stats.encode_seconds += time.perf_counter() - started
+            self.stats.encoded_texts += len(todo)
+
+    # -- writing -------------------------------------------------------------------------------
+    def _write_group(self, plans: list[FilePlan], encoding: Future) -> None:
+        """Write these files, their versions, pointers and vectors in one transaction."""
+        try:
+            encoding.result()
+            with transaction.atomic(), fragment_service.indexing_handled_by_caller():
+                written: list[tuple[Fragment, ChunkPlan]] = []
+                for plan in plans:
+                    written.extend(self._write_file(plan))
+                for namespace, generation in self._generations.items():
+                    pairs = [(f, c) for f, c in written if f.namespace == namespace]
+                    if pairs:
+                        indexing.write_embeddings(generation, [f for f, _ in pairs],
+                                                  np.stack([c.vector for _, c in pairs]))
+        except Exception as exc:  # noqa: BLE001 - retry one file at a time to isolate it
+            if len(plans) == 1:
+                path = plans[0].planned.source.path
+                logger.exception("could not ingest %s", path)
+                self._fail(path, f"{type(exc).__name__}: {exc}")
+                return
+            for plan in plans:
+                self._write_group([plan], _done(plan))
+            return
+        for plan in plans:
+            self._count(plan)
+        self.stats.files_done += len(plans)
+        self.on_progress(self.stats)
+
+    def _count(self, plan: FilePlan) -> None:
+        for chunk_plan in plan.chunks:
+            self.stats.chunk_tokens.append(chunk_plan.chunk.token_count)
+            if chunk_plan.action == "create":
+                self.stats.created += 1
+            elif chunk_plan.action == "update":
+                self.stats.updated += 1
+            elif chunk_plan.action == "duplicate":
+                self.stats.duplicates += 1
+            else:
+                self.stats.unchanged += 1
+
+    def _write_file(self, plan: FilePlan) -> list[tuple[Fragment, ChunkPlan]]:
+        doc = plan.planned.doc
+        document = self._save_document(plan.planned)
+        written = []
+        for chunk_plan in plan.chunks:
+            fragment = self._apply(document, doc, chunk_plan)
+            if fragment is not None and chunk_plan.action in ("create", "update"):
+                written.append((fragment, chunk_plan))
+        for pointer in plan.dropped:
+            self._drop_pointer(pointer)
+        self._remember_links(document, doc)
+        return written
+
+    def _save_document(self, planned: Planned) -> SourceDocument:
+        source, doc, document = planned.source, planned.doc, planned.document
+        fields = {"language": doc.language, "author": source.author,
+                  "authored_at": source.authored_at, "content_hash": document_hash(doc),
+                  "size_bytes": len(source.raw), "changed_at": timezone.now()}
+        if document is None:
+            return SourceDocument.objects.create(org=self.target.org,
+                                                 repository=self.target.repository,
+                                                 path=source.path, **fields)
+        SourceDocument.objects.filter(pk=document.pk).update(**fields)
+        return document
+
+    def _apply(self, document: SourceDocument, doc: NormalizedDocument,
+               plan: ChunkPlan) -> Fragment | None:
+        chunk_ = plan.chunk
+        pointer_fields = {"start_line": chunk_.start_line, "end_line": chunk_.end_line,
+                          "content_hash": plan.text_hash}
+        chunk_fields = {"simhash": to_signed64(plan.fingerprint),
+                        "token_count": chunk_.token_count,
+                        "chunker_version": chunk_.chunker_version}
+        if plan.action == "unchanged":
+            self.stats.touched.add(plan.fragment_id)
+            return None
+        if plan.action == "update":
             fragment = fragment_service.edit_fragment(
-                SYSTEM, pointer.fragment, based_on_version=pointer.fragment.version,
+                SYSTEM, Fragment(pk=plan.fragment_id), based_on_version=_version(plan),
                 body=chunk_.text, title=chunk_.title, reason=f"re-ingested from {doc.path}",
-                heading_path=list(chunk_.heading_path), symbol=chunk_.symbol or "",
-            )
-            self._set_chunk_fields(fragment, chunk_)
-            SourcePointer.objects.filter(pk=pointer.pk).update(content_hash=chunk_hash, **lines)
-            self.stats.updated += 1
+                heading_path=list(chunk_.heading_path), symbol=chunk_.symbol or "")
+            Fragment.objects.filter(pk=fragment.pk).update(**chunk_fields)
+            SourcePointer.objects.filter(pk=plan.pointer.pk).update(**pointer_fields)
             self.stats.touched.add(fragment.pk)
             return fragment
-        if pointer is not None:  # was collapsed into a shared fragment: detach, then re-place
-            pointer.delete()
-        duplicate = self._near_duplicate(chunk_, chunk_hash)
-        if duplicate is not None:
-            SourcePointer.objects.update_or_create(
-                document=document, anchor=chunk_.anchor,
-                defaults={"fragment": duplicate, "content_hash": chunk_hash, **lines})
-            self.stats.duplicates += 1
-            self.stats.touched.add(duplicate.pk)
+        if plan.pointer is not None:
+            plan.pointer.delete()
+        if plan.action == "duplicate":
+            target = plan.fragment_id or Fragment.objects.get(uid=plan.uid).pk
+            SourcePointer.objects.create(document=document, anchor=chunk_.anchor,
+                                         fragment_id=target, **pointer_fields)
+            self.stats.touched.add(target)
             return None
-        uid = fragment_uid(self.target.scope, doc.path, chunk_.anchor)
-        existing = Fragment.objects.filter(uid=uid).first()
+        existing = Fragment.objects.filter(uid=plan.uid).first()
         if existing is not None:  # its first source moved on; keep the id, take the new text
             fragment = fragment_service.edit_fragment(
                 SYSTEM, existing, based_on_version=existing.version, body=chunk_.text,
                 title=chunk_.title, reason=f"re-ingested from {doc.path}")
-            self.stats.updated += 1
+            Fragment.objects.filter(pk=fragment.pk).update(**chunk_fields)
         else:
             fragment = fragment_service.create_fragment(
-                SYSTEM, self.target.scope, uid=uid, body=chunk_.text, title=chunk_.title,
-                kind=self._kind(doc, chunk_), owner=self._owner(doc),
-                heading_path=list(chunk_.heading_path), language=chunk_.language,
-                symbol=chunk_.symbol or "", token_count=chunk_.token_count,
+                SYSTEM, self.target.scope, uid=plan.uid, body=chunk_.text, title=chunk_.title,
+                kind=self._kind(doc, chunk_), namespace=chunk_.namespace,
+                owner=self._owner(doc), heading_path=list(chunk_.heading_path),
+                language=chunk_.language, symbol=chunk_.symbol or "",
                 contexts=[self.target.context] if self.target.context else [],
                 reason=f"ingested from {doc.path}",
                 natural_language=doc.natural_language or "",
-                chunker_version=chunk_.chunker_version,
-                valid_from=document.authored_at or timezone.now(),
-            )
-            self.stats.created += 1
-        self._set_chunk_fields(fragment, chunk_)
-        SourcePointer.objects.update_or_create(
-            document=document, anchor=chunk_.anchor,
-            defaults={"fragment": fragment, "content_hash": chunk_hash, **lines})
+                valid_from=document.authored_at or timezone.now(), **chunk_fields)
+        SourcePointer.objects.create(document=document, anchor=chunk_.anchor,
+                                     fragment=fragment, **pointer_fields)
         self.stats.touched.add(fragment.pk)
         return fragment
-
-    def _set_chunk_fields(self, fragment: Fragment, chunk_: Chunk) -> None:
-        value = simhash(dedup_text(chunk_))
-        fragment.simhash = to_signed64(value)
-        fragment.token_count = chunk_.token_count
-        fragment.chunker_version = chunk_.chunker_version
-        fragment.namespace = chunk_.namespace
-        fragment.save(update_fields=["simhash", "token_count", "chunker_version", "namespace"])
-        self.bands.add(fragment.pk, value)
-
-    def _near_duplicate(self, chunk_: Chunk, chunk_hash: str) -> Fragment | None:
-        exact = Fragment.objects.filter(scope=self.target.scope, content_hash=chunk_hash,
-                                        status=FragmentStatus.ACTIVE).first()
-        if exact is not None:
-            return exact
-        near = self.bands.near(simhash(dedup_text(chunk_)), NEAR_DUPLICATE_DISTANCE)
-        if not near:
-            return None
-        best = min(near, key=lambda pair: pair[1])[0]
-        return Fragment.objects.filter(pk=best, status=FragmentStatus.ACTIVE).first()
 
     def _drop_pointer(self, pointer: SourcePointer) -> None:
         fragment = pointer.fragment
@@ -323,17 +441,8 @@ class Ingestor:
                 username=username, is_active=True).first()
         return self._owners[username] or self.target.default_owner
 
-    def _embed(self, fragments: list[Fragment]) -> None:
-        if not fragments:
-            return
-        started = time.perf_counter()
-        indexing.embed_fragments(fragments)
-        self.stats.encode_seconds += time.perf_counter() - started
-        self.stats.encoded_texts += len(fragments)
-
     # -- citation links ------------------------------------------------------------------------
-    def _remember_links(self, document: SourceDocument, doc: NormalizedDocument,
-                        changed: list[Fragment]) -> None:
+    def _remember_links(self, document: SourceDocument, doc: NormalizedDocument) -> None:
         if not doc.links:
             return
         front = set(doc.front_matter.get("links") or [])
@@ -355,6 +464,20 @@ class Ingestor:
                 .order_by("start_line").values_list("fragment_id", flat=True).first())
             if first is not None and first != fragment_id:
                 Link.objects.get_or_create(source_id=fragment_id, target_id=first, kind=kind)
+
+
+def chunk_embedding_text(chunk_: Chunk) -> str:
+    return indexing.embedding_text_for(chunk_.title, chunk_.heading_path, chunk_.text)
+
+
+def _version(plan: ChunkPlan) -> int:
+    return Fragment.objects.values_list("version", flat=True).get(pk=plan.fragment_id)
+
+
+def _done() -> Future:
+    future: Future = Future()
+    future.set_result(None)
+    return future
 
 
 def resolve_link(doc_path: str, target: str) -> str | None:

@@ -50,7 +50,9 @@ class Fragment(models.Model):
                            help_text="UUID5 of source + anchor for ingested fragments")
     public_id = models.CharField(max_length=32, unique=True, editable=False)
     org = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="fragments")
-    scope = models.ForeignKey(Scope, on_delete=models.PROTECT, related_name="fragments")
+    # RESTRICT, not PROTECT: deleting the organization deletes both, deleting a scope alone
+    # with fragments in it is refused.
+    scope = models.ForeignKey(Scope, on_delete=models.RESTRICT, related_name="fragments")
     scope_ids = ArrayField(models.IntegerField(), default=list)
     contexts = models.ManyToManyField("contexts.Context", blank=True, related_name="fragments")
 

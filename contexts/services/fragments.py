@@ -130,7 +130,8 @@ def create_fragment(principal: Any, scope: Scope, *, body: str, title: str = "",
         org_id=scope.org_id,
         scope=scope,
         kind=kind,
-        namespace=Namespace.CODE if kind in CODE_KINDS else Namespace.PROSE,
+        namespace=fields.pop("namespace", None) or (
+            Namespace.CODE if kind in CODE_KINDS else Namespace.PROSE),
         negative=kind == FragmentKind.NEGATIVE or fields.pop("negative", False),
         title=title[:300],
         heading_path=heading_path or [],
@@ -142,12 +143,11 @@ def create_fragment(principal: Any, scope: Scope, *, body: str, title: str = "",
         owner=owner if owner is not None else principal_user(principal),
         **fields,
     )
-    fragment.save()
     contexts = list(contexts)
+    fragment.scope_ids = sorted({scope.id, *(c.scope_id for c in contexts)})
+    fragment.save()
     if contexts:
         fragment.contexts.set(contexts)
-    fragment.scope_ids = visibility_scope_ids(fragment)
-    fragment.save(update_fields=["scope_ids"])
     _write_version(fragment, principal, reason)
     audit.record(principal, "fragment.create", fragment, after=snapshot(fragment))
     notify_changed([fragment.pk])

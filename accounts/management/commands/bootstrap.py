@@ -2,11 +2,15 @@
 
 import secrets
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 from django.db import transaction
 
 from accounts.models import Membership, Organization, Repository, Role
+from accounts.permissions import SYSTEM
+from contexts.models import IngestionJob
+from contexts.services.jobs import create_job, enqueue
 
 DEMO_ORG = "demo"
 DEMO_REPO = "contexts"
@@ -24,8 +28,8 @@ class Command(BaseCommand):
     def handle(self, *args, demo: bool, admin: str, **options) -> None:
         org, _ = Organization.objects.get_or_create(slug=DEMO_ORG,
                                                     defaults={"name": "Demo organization"})
-        Repository.objects.get_or_create(org=org, slug=DEMO_REPO,
-                                         defaults={"name": "Contexts (this repository)"})
+        repo, _ = Repository.objects.get_or_create(
+            org=org, slug=DEMO_REPO, defaults={"name": "Contexts (this repository)"})
         user_model = get_user_model()
         user = user_model.objects.filter(username=admin).first()
         if user is None:
@@ -36,3 +40,10 @@ class Command(BaseCommand):
                 "(shown only now; change it with `manage.py changepassword`)."
             ))
         Membership.objects.get_or_create(user=user, org=org, defaults={"role": Role.ADMIN})
+        if demo and not IngestionJob.objects.filter(org=org).exists():
+            # The project's own README, docs (with ADRs) and code: real content to curate and
+            # search at once. The worker runs it; the console shows its progress.
+            job = create_job(SYSTEM, repo.scope, str(settings.BASE_DIR), owner=user)
+            enqueue(job)
+            self.stdout.write(f"Ingesting this repository into demo/{DEMO_REPO} in the "
+                              f"background (job {job.public_id}).")

@@ -1,0 +1,49 @@
+"""Resolving the scope fields of API requests (public id or slug) — never deciding visibility.
+
+Unknown and unreadable scopes give the same 403 so that existence is not revealed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework.exceptions import PermissionDenied
+
+from accounts.lookups import find_in_org, find_org
+from accounts.models import Organization, Persona, Repository, Scope, Session
+from accounts.scopes import ScopeDenied, readable_scopes
+
+SCOPE_REFUSED = "scope not found or not readable"
+
+
+def refuse() -> PermissionDenied:
+    return PermissionDenied(SCOPE_REFUSED)
+
+
+def resolve_org(principal: Any, ref: str) -> Organization:
+    org = find_org(ref)
+    if org is None:
+        raise refuse()
+    try:
+        readable_scopes(principal, [org.scope])
+    except ScopeDenied:
+        # A token bound below the organization may still use it as the chain's root.
+        if not readable_scopes(principal) & set(
+                Scope.objects.filter(org=org).values_list("id", flat=True)):
+            raise refuse() from None
+    return org
+
+
+def resolve_in_org(org: Organization, kind: str, ref: str | None):
+    """The repository / persona / session named by public id or slug, or None if not given."""
+    if not ref:
+        return None
+    model, slug_field = {
+        "repo": (Repository, "slug"),
+        "persona": (Persona, "slug"),
+        "session": (Session, "external_id"),
+    }[kind]
+    obj = find_in_org(model, org, ref, slug_field)
+    if obj is None:
+        raise refuse()
+    return obj
