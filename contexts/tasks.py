@@ -34,3 +34,24 @@ def rebuild_index(org_id: int) -> int:
 
     org = Organization.objects.filter(pk=org_id).first()
     return 0 if org is None else rebuild_lexical_index(org)
+
+
+@shared_task(ignore_result=True)
+def record_retrievals(fragment_ids: list[int]) -> None:
+    from django.db.models import F
+    from django.utils import timezone
+
+    from contexts.models import Fragment
+
+    Fragment.objects.filter(pk__in=fragment_ids).update(
+        retrieved_count=F("retrieved_count") + 1, last_retrieved_at=timezone.now())
+
+
+@shared_task(ignore_result=True)
+def record_feedback(fragment_id: int, signal: str) -> None:
+    from django.db.models import F
+
+    from contexts.models import Fragment
+
+    field = {"helped": "helped_count", "hurt": "hurt_count", "cited": "cited_count"}[signal]
+    Fragment.objects.filter(pk=fragment_id).update(**{field: F(field) + 1})

@@ -1,12 +1,16 @@
 from django.urls import path
 
-from contexts.api import jobs, views
+from contexts.api import fragments, jobs, retrieve, views
 
 app_name = "api"
 
 urlpatterns = [
     path("", views.api_root, name="root"),
     path("whoami", views.whoami, name="whoami"),
+    path("contexts/retrieve", retrieve.retrieve_view, name="retrieve"),
+    path("fragments", fragments.fragments_view, name="fragments"),
+    path("fragments/<str:fragment_id>/feedback", fragments.feedback_view, name="feedback"),
+    path("traces/<str:trace_id>", fragments.trace_view, name="trace"),
     path("sources", jobs.upload_sources, name="sources"),
     path("jobs/<str:job_id>", jobs.job_detail, name="job-detail"),
 ]

@@ -15,6 +15,7 @@ from contexts.models.fragments import (
 from contexts.models.governance import Nudge
 from contexts.models.jobs import IngestionJob, JobState
 from contexts.models.sources import SourceDocument, SourcePointer
+from contexts.models.traces import RetrievalTrace
 
 __all__ = [
     "AuditEvent",
@@ -31,6 +32,7 @@ __all__ = [
     "Link",
     "Nudge",
     "Pin",
+    "RetrievalTrace",
     "SourceDocument",
     "SourcePointer",
 ]

@@ -21,6 +21,7 @@ from django.utils import timezone
 
 from accounts.models import Scope
 from accounts.permissions import may, principal_user
+from contexts.ingestion.tokens import count_tokens
 from contexts.models import (
     Context,
     Fragment,
@@ -138,7 +139,7 @@ def create_fragment(principal: Any, scope: Scope, *, body: str, title: str = "",
         body=body,
         language=language,
         symbol=symbol[:300],
-        token_count=token_count,
+        token_count=token_count or count_tokens(body),
         content_hash=content_hash(body),
         owner=owner if owner is not None else principal_user(principal),
         **fields,
@@ -189,6 +190,7 @@ def edit_fragment(principal: Any, fragment: Fragment, *, based_on_version: int, 
             raise InvalidOperation(f"{key} cannot be edited here", field=key)
         setattr(current, key, value)
     current.content_hash = content_hash(body)
+    current.token_count = count_tokens(body)
     current.version += 1
     current.last_edited_at = timezone.now()
     current.save()

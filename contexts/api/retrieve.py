@@ -1,0 +1,168 @@
+"""``POST /api/contexts/retrieve`` — the agents' endpoint."""
+
+from __future__ import annotations
+
+import math
+
+from django.conf import settings
+from drf_spectacular.utils import OpenApiExample, extend_schema
+from rest_framework import serializers
+from rest_framework.decorators import api_view, throttle_classes
+from rest_framework.exceptions import PermissionDenied, ValidationError
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from accounts.models import Organization
+from accounts.scopes import ScopeDenied, readable_scopes, retrieval_scopes
+from contexts.api.scoping import SCOPE_REFUSED, resolve_in_org, resolve_org
+from contexts.api.throttling import AgentRateThrottle
+from contexts.retrieval import RetrievalRequest, RetrievalResult, retrieve
+from contexts.retrieval.types import ComposedFragment
+
+LIMITS = settings.RETRIEVAL
+
+
+def finite(value: float) -> None:
+    if not math.isfinite(value):
+        raise ValidationError("must be a finite number")
+
+
+class ScopeSerializer(serializers.Serializer):
+    org_id = serializers.CharField(max_length=64, help_text="public id or slug")
+    repo_id = serializers.CharField(max_length=64, required=False, allow_blank=True,
+                                    allow_null=True)
+    persona_id = serializers.CharField(max_length=64, required=False, allow_blank=True,
+                                       allow_null=True)
+    session_id = serializers.CharField(max_length=120, required=False, allow_blank=True,
+                                       allow_null=True, help_text="public id or external id")
+
+
+class RetrieveRequestSerializer(serializers.Serializer):
+    query = serializers.CharField(max_length=LIMITS["max_query_chars"], trim_whitespace=True)
+    scope = ScopeSerializer()
+    budget_tokens = serializers.IntegerField(default=3200, min_value=1,
+                                             max_value=LIMITS["max_budget_tokens"])
+    k_lexical = serializers.IntegerField(default=100, min_value=0, max_value=LIMITS["max_k"])
+    k_dense = serializers.IntegerField(default=100, min_value=0, max_value=LIMITS["max_k"])
+    rerank_top = serializers.IntegerField(default=50, min_value=0, max_value=LIMITS["max_k"])
+    freshness_halflife_days = serializers.FloatField(required=False, allow_null=True,
+                                                     min_value=0.01, max_value=36500,
+                                                     validators=[finite])
+    min_score = serializers.FloatField(default=0.0, min_value=0.0, max_value=1.0,
+                                       validators=[finite])
+    include_superseded = serializers.BooleanField(default=False)
+    as_of = serializers.DateTimeField(required=False, allow_null=True)
+    reranker = serializers.ChoiceField(choices=["none", "cross-encoder"], required=False)
+
+
+class SourceSerializer(serializers.Serializer):
+    path = serializers.CharField()
+    repository = serializers.CharField(allow_null=True)
+    anchor = serializers.CharField()
+    lines = serializers.ListField(child=serializers.IntegerField(allow_null=True))
+
+
+class FragmentOutSerializer(serializers.Serializer):
+    id = serializers.CharField()
+    doc_id = serializers.CharField(allow_null=True)
+    version = serializers.IntegerField()
+    score = serializers.FloatField()
+    tokens = serializers.IntegerField()
+    source = SourceSerializer(allow_null=True)
+    updated_at = serializers.DateTimeField()
+    kind = serializers.CharField()
+    pinned = serializers.BooleanField()
+    negative = serializers.BooleanField()
+    heading_path = serializers.ListField(child=serializers.CharField())
+    text = serializers.CharField()
+
+
+class RetrieveResponseSerializer(serializers.Serializer):
+    fragments = FragmentOutSerializer(many=True)
+    trace_id = serializers.CharField()
+    reranker = serializers.CharField()
+    tokens_used = serializers.IntegerField()
+
+
+def fragment_payload(item: ComposedFragment) -> dict:
+    fragment = item.fragment
+    pointers = sorted(fragment.sources.all(), key=lambda p: (p.document.path, p.start_line or 0))
+    first = pointers[0] if pointers else None
+    source = None
+    if first is not None:
+        repo = first.document.repository
+        source = {"path": first.document.path,
+                  "repository": repo.slug if repo is not None else None,
+                  "anchor": first.anchor, "lines": [first.start_line, first.end_line]}
+    return {
+        "id": fragment.public_id,
+        "doc_id": f"{first.document.path}#{first.anchor}" if first else None,
+        "version": fragment.version,
+        "score": round(item.candidate.final, 4),
+        "tokens": item.tokens,
+        "source": source,
+        "updated_at": max(t for t in (fragment.last_edited_at, fragment.verified_at) if t),
+        "kind": fragment.kind,
+        "pinned": item.candidate.pinned,
+        "negative": fragment.negative,
+        "heading_path": list(fragment.heading_path),
+        "text": item.text,
+    }
+
+
+def response_payload(result: RetrievalResult) -> dict:
+    return {
+        "fragments": [fragment_payload(item) for item in result.fragments],
+        "trace_id": result.trace_id,
+        "reranker": result.reranker,
+        "tokens_used": sum(item.tokens for item in result.fragments),
+    }
+
+
+def build_request(principal, data: dict) -> RetrievalRequest:
+    """Validated API input → a retrieval request over the principal's effective scopes."""
+    scope = data["scope"]
+    org: Organization = resolve_org(principal, scope["org_id"])
+    session = resolve_in_org(org, "session", scope.get("session_id"))
+    persona = resolve_in_org(org, "persona", scope.get("persona_id"))
+    repo = resolve_in_org(org, "repo", scope.get("repo_id"))
+    chain = [obj.scope for obj in (session, persona, repo) if obj is not None]
+    # org_id names the namespace; organization-wide knowledge joins the chain when the
+    # principal may read it (a token bound to one repository may not). Asked for alone, it
+    # must be readable like any other requested scope.
+    if not chain or org.scope_id in readable_scopes(principal):
+        chain.append(org.scope)
+    try:
+        effective = retrieval_scopes(principal, chain)
+    except ScopeDenied:
+        raise PermissionDenied(SCOPE_REFUSED) from None
+    return RetrievalRequest(
+        query=data["query"], org_id=org.pk, scope_ids=effective,
+        chain=tuple(s.id for s in chain),
+        budget_tokens=data["budget_tokens"], k_lexical=data["k_lexical"],
+        k_dense=data["k_dense"], rerank_top=data["rerank_top"],
+        freshness_halflife_days=data.get("freshness_halflife_days"),
+        min_score=data["min_score"], include_superseded=data["include_superseded"],
+        as_of=data.get("as_of"), reranker=data.get("reranker"),
+        persona_id=persona.pk if persona else None,
+    )
+
+
+@extend_schema(
+    summary="Retrieve a cited, scope-safe context bundle within a token budget",
+    request=RetrieveRequestSerializer, responses={200: RetrieveResponseSerializer},
+    examples=[OpenApiExample("rate limiter", request_only=True, value={
+        "query": "why does the rate limiter drop requests on burst?",
+        "scope": {"org_id": "demo", "repo_id": "contexts"}, "budget_tokens": 3200})],
+)
+@api_view(["POST"])
+@throttle_classes([AgentRateThrottle])
+def retrieve_view(request: Request) -> Response:
+    data = RetrieveRequestSerializer(data=request.data)
+    data.is_valid(raise_exception=True)
+    retrieval = build_request(request.user, data.validated_data)
+    try:
+        result = retrieve(retrieval, principal=request.user)
+    except ValueError as exc:  # e.g. a cross-encoder asked for but not configured
+        raise ValidationError({"reranker": [str(exc)]}) from exc
+    return Response(response_payload(result))

@@ -1,0 +1,115 @@
+"""Stage 7 — compose: blend the signals, put pins first, cut at ``min_score``, pack greedily
+into the token budget with deliberately dumb compression.
+
+The final score is on a documented 0–1 scale::
+
+    final = (w_r·relevance + w_f·freshness + w_c·authority + w_p·pinned) / (w_r+w_f+w_c+w_p)
+
+relevance — fused (or reranked) relevance, 1 for a fragment every leg ranked first;
+freshness — ``exp(-age_days / half_life)`` with age since the last edit or verification;
+authority — PageRank over the citation graph, normalised to 0–1; pinned — 1 or 0.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import re
+from collections.abc import Iterable
+
+from django.conf import settings
+from django.utils import timezone
+
+from contexts.ingestion.tokens import count_tokens
+from contexts.models import Fragment
+from contexts.retrieval.types import Candidate, ComposedFragment, RetrievalRequest, Weights
+
+BLANK_RUNS = re.compile(r"\n{3,}")
+HEADER_ALLOWANCE = 64  # tokens a dropped header line can account for
+
+
+def halflife_days(fragment: Fragment, request: RetrievalRequest,
+                  persona_halflives: dict | None) -> float:
+    if request.freshness_halflife_days:
+        return float(request.freshness_halflife_days)
+    for table in (persona_halflives or {}, settings.FRESHNESS_HALFLIFE_DAYS):
+        if fragment.kind in table:
+            return float(table[fragment.kind])
+        if "default" in table:
+            return float(table["default"])
+    return 90.0
+
+
+def freshness(fragment: Fragment, now: dt.datetime, half_life: float) -> float:
+    touched = max(t for t in (fragment.last_edited_at, fragment.verified_at) if t is not None)
+    age_days = max(0.0, (now - touched).total_seconds() / 86400)
+    return math.exp(-age_days / max(half_life, 1e-6))
+
+
+def compress(fragment: Fragment) -> str:
+    """Drop the boilerplate first line (the code header ``# path · symbol`` or the prose
+    breadcrumb, both carried by ``source`` and ``heading_path``); never paraphrase."""
+    text = fragment.body
+    first, _, rest = text.partition("\n")
+    breadcrumb = " > ".join(fragment.heading_path)
+    is_header = (first.startswith(("# ", "// ", "-- ")) and " · " in first) or (
+        breadcrumb and first.strip() == breadcrumb)
+    if is_header and rest.strip():
+        text = rest.lstrip("\n")
+    return BLANK_RUNS.sub("\n\n", text).strip()
+
+
+def score(candidates: dict[int, Candidate], fragments: dict[int, Fragment],
+          pins: dict[int, int], request: RetrievalRequest, weights: Weights,
+          persona_halflives: dict | None) -> None:
+    """Fill freshness, authority, pin and final score of every candidate in place."""
+    now = request.as_of or timezone.now()
+    for fragment_id in pins:
+        candidates.setdefault(fragment_id, Candidate(fragment_id))
+    for candidate in candidates.values():
+        fragment = fragments.get(candidate.fragment_id)
+        if fragment is None:
+            candidate.dropped = "not visible or not retrievable"
+            continue
+        candidate.freshness = freshness(fragment, now,
+                                        halflife_days(fragment, request, persona_halflives))
+        candidate.authority = max(0.0, min(1.0, fragment.authority))
+        candidate.pinned = candidate.fragment_id in pins
+        candidate.pin_order = pins.get(candidate.fragment_id)
+        candidate.final = (weights.w_r * candidate.relevance + weights.w_f * candidate.freshness
+                           + weights.w_c * candidate.authority
+                           + weights.w_p * (1.0 if candidate.pinned else 0.0)) / weights.total
+
+
+def pack(candidates: dict[int, Candidate], fragments: dict[int, Fragment],
+         request: RetrievalRequest) -> list[ComposedFragment]:
+    """Pins first (in pin order), then by final score; greedy into the budget; each once."""
+    ordered: Iterable[Candidate] = sorted(
+        (c for c in candidates.values() if c.fragment_id in fragments),
+        key=lambda c: (not c.pinned, c.pin_order if c.pinned else 0, -c.final, c.fragment_id),
+    )
+    used = 0
+    packed: list[ComposedFragment] = []
+    for candidate in ordered:
+        if not candidate.pinned and candidate.final < request.min_score:
+            candidate.dropped = "below min_score"
+            continue
+        if request.max_fragments is not None and len(packed) >= request.max_fragments:
+            candidate.dropped = "over max_fragments"
+            continue
+        fragment = fragments[candidate.fragment_id]
+        remaining = request.budget_tokens - used
+        # Compression only drops a header line: a body far over the remaining budget cannot
+        # fit, so skip it without tokenizing.
+        if fragment.token_count > remaining + HEADER_ALLOWANCE:
+            candidate.dropped = "over budget"
+            continue
+        text = compress(fragment)
+        tokens = count_tokens(text)
+        if used + tokens > request.budget_tokens:
+            candidate.dropped = "over budget"
+            continue
+        used += tokens
+        candidate.returned = True
+        packed.append(ComposedFragment(fragment, candidate, text, tokens))
+    return packed

@@ -1,0 +1,67 @@
+"""Stage 5b — the dense leg: the query embedded once per distinct model, pgvector top-k in
+each namespace's active generation, inside the row-level-security context for the scopes."""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+
+import numpy as np
+from django.db import connection
+
+from contexts.indexing import NAMESPACES, active_generation, embedder_for
+from contexts.models import EmbeddingGeneration
+from contexts.services.rls import pg_int_array
+
+STATUS_ACTIVE = ("active",)
+STATUS_ANY = ("active", "superseded", "retired")
+
+
+def generations() -> dict[str, EmbeddingGeneration]:
+    return {namespace: active_generation(namespace) for namespace in NAMESPACES}
+
+
+def embed_query(query: str, gens: dict[str, EmbeddingGeneration]) -> dict[int, np.ndarray]:
+    """generation id → query vector; namespaces sharing a model share one forward pass."""
+    by_model: dict[str, np.ndarray] = {}
+    vectors = {}
+    for generation in gens.values():
+        if generation.model_name not in by_model:
+            by_model[generation.model_name] = embedder_for(generation).encode_query(query)
+        vectors[generation.pk] = by_model[generation.model_name]
+    return vectors
+
+
+def vector_literal(vector: np.ndarray) -> str:
+    return "[" + ",".join(f"{x:.7g}" for x in vector.tolist()) + "]"
+
+
+def search(org_id: int, vectors: dict[int, np.ndarray], scope_ids: Collection[int], k: int,
+           statuses: tuple[str, ...] = STATUS_ACTIVE) -> list[tuple[int, float]]:
+    """Ranked ``(fragment pk, cosine similarity)`` over all namespaces.
+
+    Must run inside :func:`contexts.services.rls.retrieval_scope`. Namespaces with the same
+    model produce comparable similarities and merge by score.
+    """
+    if not scope_ids or k <= 0:
+        return []
+    best: dict[int, float] = {}
+    with connection.cursor() as cursor:
+        for generation_id, vector in vectors.items():
+            literal = vector_literal(vector)
+            cursor.execute(
+                """
+                SELECT e.fragment_id, 1 - (e.embedding <=> %s::vector) AS similarity
+                FROM contexts_embedding e
+                JOIN contexts_fragment f ON f.id = e.fragment_id
+                WHERE e.org_id = %s AND e.generation_id = %s
+                  AND e.scope_ids && %s::int[] AND f.status = ANY(%s)
+                ORDER BY e.embedding <=> %s::vector
+                LIMIT %s
+                """,
+                [literal, org_id, generation_id, pg_int_array(scope_ids), list(statuses),
+                 literal, k],
+            )
+            for fragment_id, similarity in cursor.fetchall():
+                if similarity > best.get(fragment_id, -2.0):
+                    best[fragment_id] = float(similarity)
+    return sorted(best.items(), key=lambda item: -item[1])[:k]

@@ -1,0 +1,25 @@
+"""Stage 6a — Reciprocal Rank Fusion of the legs' ranked lists."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from contexts.retrieval.types import Candidate, FusionConfig
+
+
+def rrf(legs: Mapping[str, Sequence[tuple[int, float]]],
+        config: FusionConfig) -> dict[int, Candidate]:
+    """Candidates keyed by fragment pk with per-leg ranks, raw scores and the fused score."""
+    candidates: dict[int, Candidate] = {}
+    for leg, ranked in legs.items():
+        weight = config.weight(leg)
+        for rank, (fragment_id, score) in enumerate(ranked, start=1):
+            candidate = candidates.setdefault(fragment_id, Candidate(fragment_id))
+            candidate.ranks[leg] = rank
+            candidate.scores[leg] = round(float(score), 6)
+            candidate.rrf += weight / (config.k + rank)
+    # Relevance on 0–1: a fragment ranked first by every leg scores 1.
+    best = sum(config.weight(leg) for leg in legs) / (config.k + 1) or 1.0
+    for candidate in candidates.values():
+        candidate.relevance = candidate.rrf / best
+    return candidates

@@ -1,0 +1,218 @@
+"""The one retrieval function: BM25 ∥ dense → RRF → rerank → compose, scope-safe and traced.
+
+The REST API, the MCP tools, the console's search preview and the evaluation harness all call
+:func:`retrieve`; there is no second implementation.
+
+Scope safety: ``request.scope_ids`` comes from ``accounts.scopes.retrieval_scopes`` and is
+applied inside each leg (tantivy term-set filter, pgvector ``scope_ids &&`` predicate), and
+every database read runs under row-level security for exactly those scopes.
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from django.db.models import Q
+from django.utils import timezone
+
+from accounts.models import ApiToken, Persona
+from accounts.permissions import principal_user
+from contexts.models import Fragment, Pin, RetrievalTrace
+from contexts.retrieval import compose, dense, fuse, lexical
+from contexts.retrieval.rerank import NoReranker, get_reranker
+from contexts.retrieval.types import (
+    FusionConfig,
+    RetrievalRequest,
+    RetrievalResult,
+    Weights,
+)
+from contexts.services.rls import retrieval_scope
+
+# Legs run concurrently: tantivy in a worker thread, the dense leg (which needs this thread's
+# database connection and its RLS transaction) in the caller's thread.
+_lexical_pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="lexical")
+
+
+def _ms(started: float) -> float:
+    return round((time.perf_counter() - started) * 1000, 2)
+
+
+def resolve_weights(request: RetrievalRequest) -> tuple[Weights, dict | None]:
+    from django.conf import settings
+
+    persona = Persona.objects.filter(pk=request.persona_id).first() if request.persona_id \
+        else None
+    if request.weights is not None:
+        weights = request.weights
+    elif persona is not None:
+        weights = Weights(persona.w_r, persona.w_f, persona.w_c, persona.w_p)
+    else:
+        weights = Weights(**settings.DEFAULT_WEIGHTS)
+    return weights, (persona.halflife_days if persona else None)
+
+
+def _statuses(request: RetrievalRequest) -> tuple[str, ...]:
+    if request.as_of is not None:
+        return dense.STATUS_ANY
+    return ("active", "superseded") if request.include_superseded else dense.STATUS_ACTIVE
+
+
+def retrieve(request: RetrievalRequest, *, principal: Any = None,
+             record_trace: bool = True) -> RetrievalResult:
+    timings: dict[str, float] = {}
+    started = time.perf_counter()
+    fusion = request.fusion or FusionConfig.from_settings()
+    reranker = get_reranker(request.reranker)
+    weights, persona_halflives = resolve_weights(request)
+    scope_ids = request.scope_ids
+
+    lexical_future = None
+    if "lexical" in request.legs:
+        def run_lexical() -> tuple[list[tuple[str, float]], float]:
+            leg_started = time.perf_counter()
+            hits = lexical.search(request.org_id, request.query, scope_ids, request.k_lexical)
+            return hits, _ms(leg_started)
+
+        lexical_future = _lexical_pool.submit(run_lexical)
+
+    legs: dict[str, list[tuple[int, float]]] = {}
+    gens = dense.generations()  # before RLS: the first call may create a generation row
+    with retrieval_scope(scope_ids):
+        if "dense" in request.legs:
+            leg_started = time.perf_counter()
+            vectors = dense.embed_query(request.query, gens)
+            timings["embed_query"] = _ms(leg_started)
+            db_started = time.perf_counter()
+            legs["dense"] = dense.search(request.org_id, vectors, scope_ids, request.k_dense,
+                                         _statuses(request))
+            timings["dense_search"] = _ms(db_started)
+            timings["dense"] = _ms(leg_started)
+        lexical_hits: list[tuple[str, float]] = []
+        if lexical_future is not None:
+            lexical_hits, timings["lexical"] = lexical_future.result()
+        wait_started = time.perf_counter()
+
+        pins = _pins(request) if request.include_pins else {}
+        lexical_ids = dict(Fragment.objects.filter(
+            org_id=request.org_id, public_id__in=[fid for fid, _ in lexical_hits]
+        ).values_list("public_id", "pk"))
+        if lexical_future is not None:
+            legs["lexical"] = [(lexical_ids[fid], score) for fid, score in lexical_hits
+                               if fid in lexical_ids]
+        candidates = fuse.rrf(legs, fusion)
+        fragments = _fetch(request, {*candidates, *pins})
+        timings["fetch"] = _ms(wait_started)
+
+        rerank_started = time.perf_counter()
+        if not isinstance(reranker, NoReranker):
+            _rerank(reranker, request, candidates, fragments)
+        timings["rerank"] = _ms(rerank_started)
+
+        compose_started = time.perf_counter()
+        compose.score(candidates, fragments, pins, request, weights, persona_halflives)
+        packed = compose.pack(candidates, fragments, request)
+        timings["compose"] = _ms(compose_started)
+    timings["total"] = _ms(started)
+
+    result = RetrievalResult(packed, candidates, reranker.name, timings, fusion, weights)
+    if record_trace:
+        result.trace_id = _store_trace(request, result, fragments, principal, gens)
+    _count_use([c.fragment.pk for c in packed])
+    return result
+
+
+def _pins(request: RetrievalRequest) -> dict[int, int]:
+    """fragment pk → order: the most specific scope's pins first, each scope in pin order."""
+    now = timezone.now()
+    rank = {scope_id: i for i, scope_id in enumerate(request.chain)}
+    rows = (Pin.objects.filter(scope_id__in=request.chain)
+            .filter(Q(expires_at__isnull=True) | Q(expires_at__gt=now))
+            .values_list("fragment_id", "scope_id", "position"))
+    ordered = sorted(rows, key=lambda row: (rank[row[1]], row[2]))
+    pins: dict[int, int] = {}
+    for fragment_id, _scope, _position in ordered:
+        pins.setdefault(fragment_id, len(pins))
+    return pins
+
+
+def _fetch(request: RetrievalRequest, ids: set[int]) -> dict[int, Fragment]:
+    """The candidates' rows — only those visible (RLS) and retrievable at ``as_of``."""
+    query = Fragment.objects.filter(pk__in=ids, org_id=request.org_id,
+                                    scope_ids__overlap=list(request.scope_ids),
+                                    status__in=_statuses(request))
+    if request.as_of is not None:
+        query = query.filter(Q(valid_from__lte=request.as_of),
+                             Q(valid_to__isnull=True) | Q(valid_to__gt=request.as_of))
+    query = query.only(
+        "pk", "public_id", "org_id", "scope_id", "kind", "negative", "title", "heading_path",
+        "body", "symbol", "version", "token_count", "status", "last_edited_at", "verified_at",
+        "authority", "chunker_version", "namespace", "language",
+    ).prefetch_related("sources__document__repository")
+    return {fragment.pk: fragment for fragment in query}
+
+
+def _rerank(reranker, request: RetrievalRequest, candidates, fragments) -> None:
+    top = sorted((c for c in candidates.values() if c.fragment_id in fragments),
+                 key=lambda c: -c.rrf)[:request.rerank_top]
+    if not top:
+        return
+    scores = reranker.score(request.query, [fragments[c.fragment_id].body for c in top])
+    for candidate, value in zip(top, scores, strict=True):
+        candidate.rerank = round(value, 6)
+        candidate.relevance = value
+    floor = min(scores)
+    reranked = {c.fragment_id for c in top}
+    # Fragments beyond rerank_top keep their order but stay below every reranked one.
+    for candidate in candidates.values():
+        if candidate.fragment_id not in reranked:
+            candidate.relevance *= floor
+
+
+def _store_trace(request: RetrievalRequest, result: RetrievalResult,
+                 fragments: dict[int, Fragment], principal: Any, gens: dict) -> str:
+    ids = {pk: f.public_id for pk, f in fragments.items()}
+    candidates = sorted(result.candidates.values(), key=lambda c: (-c.final, c.fragment_id))
+    trace = RetrievalTrace.objects.create(
+        org_id=request.org_id,
+        token=principal if isinstance(principal, ApiToken) else None,
+        user=principal_user(principal),
+        query=request.query,
+        scope_ids=sorted(request.scope_ids),
+        requested_scope={"chain": list(request.chain), "persona_id": request.persona_id},
+        parameters={
+            "budget_tokens": request.budget_tokens, "k_lexical": request.k_lexical,
+            "k_dense": request.k_dense, "rerank_top": request.rerank_top,
+            "freshness_halflife_days": request.freshness_halflife_days,
+            "min_score": request.min_score, "include_superseded": request.include_superseded,
+            "as_of": request.as_of.isoformat() if request.as_of else None,
+            "legs": list(request.legs),
+            "rrf_k": result.fusion.k, "leg_weights": dict(result.fusion.weights),
+            "weights": vars(result.weights),
+        },
+        reranker=result.reranker,
+        candidates=[c.as_trace(ids.get(c.fragment_id, f"#{c.fragment_id}"))
+                    for c in candidates],
+        returned=[{"id": c.fragment.public_id, "version": c.fragment.version,
+                   "score": round(c.candidate.final, 4), "tokens": c.tokens}
+                  for c in result.fragments],
+        versions={
+            "chunker": sorted({c.fragment.chunker_version for c in result.fragments}),
+            "embedding": {ns: f"{g.model_name}@{g.model_version}" for ns, g in gens.items()},
+        },
+        timings_ms=result.timings_ms,
+    )
+    return trace.public_id
+
+
+def _count_use(fragment_ids: list[int]) -> None:
+    """Use counters are updated by the worker, off the request path."""
+    if not fragment_ids:
+        return
+    from contexts.tasks import record_retrievals
+
+    try:
+        record_retrievals.delay(fragment_ids)
+    except Exception:  # noqa: BLE001 - counters are advisory; never fail a retrieval for them
+        pass

@@ -1,0 +1,112 @@
+"""Plain data passed between the retrieval stages."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+
+from django.conf import settings
+
+
+@dataclass(frozen=True)
+class FusionConfig:
+    """Reciprocal Rank Fusion: ``score = Σ_leg weight_leg / (k + rank_leg)``."""
+
+    k: float = 60.0
+    weights: tuple[tuple[str, float], ...] = (("lexical", 1.0), ("dense", 1.0))
+
+    @classmethod
+    def from_settings(cls) -> FusionConfig:
+        conf = settings.RETRIEVAL
+        return cls(k=float(conf["rrf_k"]),
+                   weights=tuple(sorted((leg, float(w)) for leg, w in
+                                        conf["leg_weights"].items())))
+
+    def weight(self, leg: str) -> float:
+        return dict(self.weights).get(leg, 0.0)
+
+
+@dataclass(frozen=True)
+class Weights:
+    """Compose blend: ``w_r·relevance + w_f·freshness + w_c·authority + w_p·pinned``."""
+
+    w_r: float = 0.7
+    w_f: float = 0.15
+    w_c: float = 0.1
+    w_p: float = 0.05
+
+    @property
+    def total(self) -> float:
+        return (self.w_r + self.w_f + self.w_c + self.w_p) or 1.0
+
+
+@dataclass(frozen=True)
+class RetrievalRequest:
+    query: str
+    org_id: int
+    scope_ids: frozenset[int]            # the effective, already authorized scope set
+    chain: tuple[int, ...] = ()          # requested scopes, most specific first (for pins)
+    budget_tokens: int = 3200
+    k_lexical: int = 100
+    k_dense: int = 100
+    rerank_top: int = 50
+    freshness_halflife_days: float | None = None
+    min_score: float = 0.0
+    include_superseded: bool = False
+    as_of: dt.datetime | None = None
+    legs: tuple[str, ...] = ("lexical", "dense")
+    fusion: FusionConfig | None = None
+    reranker: str | None = None          # None: the configured default
+    weights: Weights | None = None       # None: the persona's, else the defaults
+    persona_id: int | None = None
+    max_fragments: int | None = None
+    include_pins: bool = True
+
+
+@dataclass
+class Candidate:
+    """One fragment's journey through the stages (what the trace stores)."""
+
+    fragment_id: int
+    ranks: dict[str, int] = field(default_factory=dict)     # leg → 1-based rank
+    scores: dict[str, float] = field(default_factory=dict)  # leg → raw score
+    rrf: float = 0.0
+    rerank: float | None = None
+    relevance: float = 0.0
+    freshness: float = 0.0
+    authority: float = 0.0
+    pinned: bool = False
+    pin_order: int | None = None
+    final: float = 0.0
+    returned: bool = False
+    dropped: str = ""  # why it was not returned (below min_score, over budget, …)
+
+    def as_trace(self, public_id: str) -> dict:
+        return {
+            "id": public_id, "bm25_rank": self.ranks.get("lexical"),
+            "bm25": self.scores.get("lexical"), "dense_rank": self.ranks.get("dense"),
+            "dense": self.scores.get("dense"), "rrf": round(self.rrf, 6),
+            "rerank": self.rerank, "relevance": round(self.relevance, 4),
+            "freshness": round(self.freshness, 4), "authority": round(self.authority, 4),
+            "pinned": self.pinned, "pin_order": self.pin_order, "final": round(self.final, 4),
+            "returned": self.returned, "dropped": self.dropped,
+        }
+
+
+@dataclass
+class ComposedFragment:
+    fragment: object          # contexts.models.Fragment
+    candidate: Candidate
+    text: str
+    tokens: int
+
+
+@dataclass
+class RetrievalResult:
+    fragments: list[ComposedFragment]
+    candidates: dict[int, Candidate]
+    reranker: str
+    timings_ms: dict[str, float]
+    fusion: FusionConfig
+    weights: Weights
+    trace_id: str | None = None

