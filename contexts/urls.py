@@ -3,6 +3,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from contexts.health import healthz
+from contexts.metrics import metrics_view
 
 handler400 = "contexts.api.errors.handler400"
 handler403 = "contexts.api.errors.handler403"
@@ -11,6 +12,7 @@ handler500 = "contexts.api.errors.handler500"
 
 urlpatterns = [
     path("healthz", healthz, name="healthz"),
+    path("metrics", metrics_view, name="metrics"),
     path("admin/", admin.site.urls),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),

@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from accounts.models import ApiToken, Persona
 from accounts.permissions import principal_user
+from contexts.metrics import observe_retrieval
 from contexts.models import Fragment, Pin, RetrievalTrace
 from contexts.retrieval import compose, dense, fuse, lexical
 from contexts.retrieval.rerank import NoReranker, get_reranker
@@ -120,6 +121,7 @@ def retrieve(request: RetrievalRequest, *, principal: Any = None,
     if record_trace:
         result.trace_id = _store_trace(request, result, fragments, principal, gens)
     _count_use([c.fragment.pk for c in packed])
+    observe_retrieval(timings, result.reranker, len(packed))
     return result
 
 

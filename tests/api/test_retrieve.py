@@ -206,3 +206,11 @@ def test_as_of_in_the_future_is_fine(api, cast, world):
     future = (timezone.now() + dt.timedelta(days=3)).isoformat()
     assert ask(api, "rate limiter", {"org_id": "acme", "repo_id": "web"},
                as_of=future).status_code == 200
+
+
+def test_metrics_expose_per_stage_latency(api, client, cast, world):
+    api.force_authenticate(cast.viewer)
+    ask(api, "rate limiter", {"org_id": "acme", "repo_id": "web"})
+    text = client.get("/metrics").content.decode()
+    assert 'contexts_retrieve_stage_seconds_bucket{le="0.1",stage="dense"}' in text
+    assert "contexts_retrievals_total" in text

@@ -1,0 +1,221 @@
+"""``manage.py bench_retrieve --fragments 10000``: the retrieval endpoint's latency through the
+full HTTP stack (gunicorn, auth, throttle, RLS, trace write), next to the sum of its raw parts
+(query embedding + raw tantivy search + raw pgvector search) for the same queries, same run.
+
+Realistic text: SciFact abstracts and CoSQA code snippets from the shared datasets, spread over
+three organizations with repositories, personas and contexts. The corpus is kept between runs
+(organizations ``bench-0..2``) so a rerun does not re-embed.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
+from django.db import connection
+
+from accounts.models import Organization, Repository
+from accounts.tokens import create_token
+from contexts.embedded import free_port
+from contexts.indexing import embed_fragments, lexical_index, rebuild_lexical_index
+from contexts.models import Fragment
+from contexts.retrieval import dense
+from contexts.services.fragments import content_hash
+
+DATASETS = Path(settings.BASE_DIR).parent / "shared" / "datasets"
+ORGS = 3
+REPOS_PER_ORG = 4
+
+
+def corpus_texts(limit: int) -> list[tuple[str, str]]:
+    """(title, text) pairs: scientific abstracts and code, alternating."""
+    texts: list[tuple[str, str]] = []
+    sources = [DATASETS / "scifact" / "corpus.jsonl", DATASETS / "cosqa" / "corpus.jsonl"]
+    readers = [open(path) for path in sources if path.exists()]  # noqa: SIM115
+    if not readers:
+        raise CommandError(f"no datasets under {DATASETS}")
+    try:
+        while len(texts) < limit and readers:
+            for reader in list(readers):
+                line = reader.readline()
+                if not line:
+                    readers.remove(reader)
+                    continue
+                doc = json.loads(line)
+                texts.append((doc.get("title") or "", doc["text"][:1500]))
+    finally:
+        for reader in readers:
+            reader.close()
+    return texts[:limit]
+
+
+def load_queries(limit: int) -> list[str]:
+    found = []
+    for name in ("scifact", "cosqa"):
+        path = DATASETS / name / "queries.jsonl"
+        if path.exists():
+            with open(path) as handle:
+                found += [json.loads(line)["text"] for line in handle]
+    random.Random(7).shuffle(found)
+    return found[:limit]
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+class Command(BaseCommand):
+    help = "Benchmark POST /api/contexts/retrieve against the sum of its raw parts."
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("--fragments", type=int, default=10000)
+        parser.add_argument("--queries", type=int, default=300)
+        parser.add_argument("--workers", type=int, default=2)
+
+    def handle(self, *args, fragments: int, queries: int, workers: int, **options) -> None:
+        orgs = self._corpus(fragments)
+        tokens = {org.pk: create_token(org, "bench", [org.scope])[1] for org in orgs}
+        asks = []
+        rng = random.Random(11)
+        for text in load_queries(queries):
+            org = rng.choice(orgs)
+            repo = rng.choice(list(org.repositories.all()))
+            asks.append((org, repo, text))
+        port = free_port()
+        server = self._serve(port, workers)
+        try:
+            http_ms = self._http(port, asks, tokens)
+        finally:
+            server.terminate()
+            server.wait(timeout=20)
+        raw_ms, parts = self._raw(asks)
+        self._report(http_ms, raw_ms, parts, fragments)
+
+    # -- corpus --------------------------------------------------------------------------------
+    def _corpus(self, total: int) -> list[Organization]:
+        orgs = []
+        texts = corpus_texts(total)
+        per_org = -(-len(texts) // ORGS)
+        for i in range(ORGS):
+            org, _ = Organization.objects.get_or_create(slug=f"bench-{i}",
+                                                        defaults={"name": f"Bench {i}"})
+            repos = [Repository.objects.get_or_create(org=org, slug=f"repo{j}",
+                                                      defaults={"name": f"repo{j}"})[0]
+                     for j in range(REPOS_PER_ORG)]
+            orgs.append(org)
+            mine = texts[i * per_org:(i + 1) * per_org]
+            have = Fragment.objects.filter(org=org).count()
+            if have >= len(mine):
+                continue
+            self.stdout.write(f"creating {len(mine) - have} fragments in {org.slug} …")
+            scopes = [org.scope] + [r.scope for r in repos]
+            batch = []
+            for n, (title, text) in enumerate(mine[have:], start=have):
+                scope = scopes[n % len(scopes)]
+                code = "def " in text or "return" in text
+                batch.append(Fragment(org=org, scope=scope, scope_ids=[scope.id], title=title,
+                                      body=text, content_hash=content_hash(text),
+                                      kind="code" if code else "prose",
+                                      namespace="code" if code else "prose",
+                                      token_count=len(text) // 4))
+            created = Fragment.objects.bulk_create(batch, batch_size=1000)
+            for start in range(0, len(created), 256):
+                embed_fragments(created[start:start + 256])
+                self.stdout.write(f"  embedded {min(start + 256, len(created))}/{len(created)}")
+            rebuild_lexical_index(org)
+        return orgs
+
+    # -- the endpoint --------------------------------------------------------------------------
+    def _serve(self, port: int, workers: int) -> subprocess.Popen:
+        env = {**os.environ, "DJANGO_SETTINGS_MODULE": "contexts.settings",
+               "CONTEXTS_THROTTLE_AGENT": "1000000/min"}
+        server = subprocess.Popen(
+            [sys.executable, "-m", "gunicorn", "contexts.wsgi:application", "--bind",
+             f"127.0.0.1:{port}", "--workers", str(workers), "--log-level", "warning"],
+            env=env, cwd=settings.BASE_DIR)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+                conn.request("GET", "/api/")
+                conn.getresponse().read()
+                return server
+            except OSError:
+                time.sleep(0.5)
+        server.kill()
+        raise CommandError("gunicorn did not start")
+
+    def _http(self, port: int, asks, tokens) -> list[float]:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        timings = []
+        warmup = asks[:20]
+        for phase, batch in (("warm-up", warmup), ("measure", asks)):
+            for org, repo, text in batch:
+                body = json.dumps({"query": text, "scope": {"org_id": org.slug,
+                                                            "repo_id": repo.slug}})
+                started = time.perf_counter()
+                conn.request("POST", "/api/contexts/retrieve", body=body, headers={
+                    "Content-Type": "application/json",
+                    "Authorization": f"Bearer {tokens[org.pk]}"})
+                response = conn.getresponse()
+                payload = response.read()
+                elapsed = (time.perf_counter() - started) * 1000
+                if response.status != 200:
+                    raise CommandError(f"HTTP {response.status}: {payload[:300]!r}")
+                if phase == "measure":
+                    timings.append(elapsed)
+        return timings
+
+    # -- the raw parts -------------------------------------------------------------------------
+    def _raw(self, asks) -> tuple[list[float], dict[str, list[float]]]:
+        gens = dense.generations()
+        parts: dict[str, list[float]] = {"embed": [], "tantivy": [], "pgvector": []}
+        sums = []
+        for _org, _repo, text in asks[:20]:  # warm-up
+            dense.embed_query(text, gens)
+        for org, repo, text in asks:
+            allowed = [org.scope_id, repo.scope_id]
+            started = time.perf_counter()
+            vectors = dense.embed_query(text, gens)
+            embed = time.perf_counter() - started
+            started = time.perf_counter()
+            lexical_index(org.pk).search(text, allowed_scope_ids=allowed, limit=100)
+            tantivy = time.perf_counter() - started
+            started = time.perf_counter()
+            with connection.cursor() as cursor:
+                for generation_id, vector in vectors.items():
+                    literal = dense.vector_literal(vector)
+                    cursor.execute(
+                        "SELECT fragment_id FROM contexts_embedding WHERE org_id = %s AND "
+                        "generation_id = %s AND scope_ids && %s::int[] "
+                        "ORDER BY embedding <=> %s::vector LIMIT 100",
+                        [org.pk, generation_id, "{" + ",".join(map(str, allowed)) + "}",
+                         literal])
+                    cursor.fetchall()
+            pgvector = time.perf_counter() - started
+            for key, value in (("embed", embed), ("tantivy", tantivy), ("pgvector", pgvector)):
+                parts[key].append(value * 1000)
+            sums.append((embed + tantivy + pgvector) * 1000)
+        return sums, parts
+
+    def _report(self, http_ms, raw_ms, parts, fragments) -> None:
+        p50, p95 = statistics.median(http_ms), percentile(http_ms, 0.95)
+        raw50, raw95 = statistics.median(raw_ms), percentile(raw_ms, 0.95)
+        self.stdout.write(f"\n{fragments} fragments, {len(http_ms)} queries, reranker none")
+        self.stdout.write(f"endpoint (HTTP)   p50 {p50:7.1f} ms   p95 {p95:7.1f} ms")
+        self.stdout.write(f"sum of raw parts  p50 {raw50:7.1f} ms   p95 {raw95:7.1f} ms")
+        for key, values in parts.items():
+            self.stdout.write(f"  {key:<9}       p50 {statistics.median(values):7.1f} ms   "
+                              f"p95 {percentile(values, 0.95):7.1f} ms")
+        self.stdout.write(f"ratio p50 endpoint / raw sum: {p50 / raw50:.2f} (target ≤ 1.5); "
+                          f"p95 {p95:.1f} ms (target ≤ 100)")

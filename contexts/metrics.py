@@ -1,0 +1,47 @@
+"""Prometheus metrics at ``/metrics``: per-stage retrieval latency and counters.
+
+With several web processes (gunicorn workers), set ``PROMETHEUS_MULTIPROC_DIR`` (``make run``
+does) so every process's samples are aggregated.
+"""
+
+from __future__ import annotations
+
+import os
+
+from django.http import HttpRequest, HttpResponse
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    generate_latest,
+    multiprocess,
+)
+
+LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+
+RETRIEVE_STAGE_SECONDS = Histogram(
+    "contexts_retrieve_stage_seconds", "Latency of each retrieval stage", ["stage"],
+    buckets=LATENCY_BUCKETS)
+RETRIEVALS = Counter("contexts_retrievals_total", "Retrievals served", ["reranker"])
+RETRIEVED_FRAGMENTS = Counter("contexts_retrieved_fragments_total",
+                              "Fragments returned by retrievals")
+
+
+def observe_retrieval(timings_ms: dict[str, float], reranker: str, returned: int) -> None:
+    for stage, ms in timings_ms.items():
+        RETRIEVE_STAGE_SECONDS.labels(stage=stage).observe(ms / 1000)
+    RETRIEVALS.labels(reranker=reranker.split(":", 1)[0]).inc()
+    RETRIEVED_FRAGMENTS.inc(returned)
+
+
+def metrics_view(request: HttpRequest) -> HttpResponse:
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry)
+        payload = generate_latest(registry)
+    else:
+        from prometheus_client import REGISTRY
+
+        payload = generate_latest(REGISTRY)
+    return HttpResponse(payload, content_type=CONTENT_TYPE_LATEST)
