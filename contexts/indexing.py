@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from accounts.models import Organization
 from contexts.ingestion.embed import Embedder, get_embedder, resolve_model
-from contexts.models import Embedding, EmbeddingGeneration, Fragment, FragmentStatus
+from contexts.models import Embedding, EmbeddingGeneration, Fragment, FragmentStatus, VectorCache
 from contexts.models.embeddings import GenerationState
 from contexts.search import LexicalDoc, LexicalIndex, identifiers_from_text
 
@@ -85,10 +85,7 @@ def embed_fragments(fragments: Sequence[Fragment],
 def encode_cached(generation: EmbeddingGeneration, texts: Sequence[str],
                   hashes: Sequence[str]) -> np.ndarray:
     """Vectors for ``texts``; a content hash already embedded by this generation is reused."""
-    known = dict(
-        Embedding.objects.filter(generation=generation, content_hash__in=set(hashes))
-        .values_list("content_hash", "embedding")
-    )
+    known = cached_vectors(generation, hashes)
     missing = [i for i, h in enumerate(hashes) if h not in known]
     vectors = np.zeros((len(texts), 384), dtype=np.float32)
     if missing:
@@ -97,8 +94,32 @@ def encode_cached(generation: EmbeddingGeneration, texts: Sequence[str],
             vectors[i] = fresh[row]
     for i, h in enumerate(hashes):
         if h in known:
-            vectors[i] = np.asarray(known[h], dtype=np.float32)
+            vectors[i] = known[h]
+    if missing:
+        cache_vectors(generation, [hashes[i] for i in missing], vectors[missing])
     return vectors
+
+
+def cached_vectors(generation: EmbeddingGeneration, hashes: Sequence[str]
+                   ) -> dict[str, np.ndarray]:
+    """content hash → vector this generation's model already computed, from live embeddings
+    or from the cache that outlives them."""
+    found = dict(Embedding.objects.filter(generation=generation, content_hash__in=set(hashes))
+                 .values_list("content_hash", "embedding"))
+    missing = set(hashes) - set(found)
+    if missing:
+        found.update(VectorCache.objects.filter(model_name=generation.model_name,
+                                                content_hash__in=missing)
+                     .values_list("content_hash", "vector"))
+    return {h: np.asarray(v, dtype=np.float32) for h, v in found.items()}
+
+
+def cache_vectors(generation: EmbeddingGeneration, hashes: Sequence[str],
+                  vectors: np.ndarray) -> None:
+    VectorCache.objects.bulk_create(
+        [VectorCache(model_name=generation.model_name, content_hash=h, vector=v)
+         for h, v in zip(hashes, vectors, strict=True)],
+        ignore_conflicts=True, batch_size=500)
 
 
 def write_embeddings(generation: EmbeddingGeneration, fragments: Sequence[Fragment],

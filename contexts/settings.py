@@ -234,6 +234,8 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
     "visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 300),
     "unacked_restore_interval": 1,
     "unacked_restore_throttle": 1,
+    # A worker that dies holding the restore mutex must not delay redelivery for minutes.
+    "unacked_mutex_expire": 10,
 }
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 

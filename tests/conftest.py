@@ -105,14 +105,15 @@ def celery_worker(services: Services, transactional_db) -> Iterator[subprocess.P
         stop_worker(process)
 
 
-def start_worker(services: Services, *, concurrency: int = 1,
-                 name: str = "test") -> subprocess.Popen:
+def start_worker(services: Services, *, concurrency: int = 1, name: str = "test",
+                 extra_env: dict[str, str] | None = None) -> subprocess.Popen:
     log = open(services.root / f"worker-{name}.log", "ab")  # noqa: SIM115 - closed by the OS
     process = subprocess.Popen(
         [sys.executable, "-m", "celery", "-A", "contexts", "worker", "--loglevel", "INFO",
          "--concurrency", str(concurrency), "--hostname", f"{name}-{os.getpid()}@%h",
          "--without-gossip", "--without-mingle"],
-        env=services.env(), cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+        env={**services.env(), **(extra_env or {})}, cwd=ROOT, stdout=log,
+        stderr=subprocess.STDOUT,
         start_new_session=True,
     )
     from contexts.celery import app

@@ -32,14 +32,14 @@ from django.utils import timezone
 from accounts.models import Organization, Repository, Scope
 from accounts.permissions import SYSTEM
 from contexts import indexing
-from contexts.ingestion.chunk import chunk
+from contexts.ingestion.chunk import CHUNKER_VERSION, chunk
 from contexts.ingestion.normalize import normalize
 from contexts.ingestion.simhash import BandIndex, simhash, to_signed64, to_unsigned64
 from contexts.ingestion.sources import Skipped, SourceFile
-from contexts.ingestion.types import Chunk, NormalizedDocument
+from contexts.ingestion.tokens import count_tokens
+from contexts.ingestion.types import CODE_LANGUAGES, Chunk, NormalizedDocument
 from contexts.models import (
     Context,
-    Embedding,
     Fragment,
     FragmentKind,
     FragmentStatus,
@@ -147,8 +147,14 @@ class Ingestor:
 
     def __init__(self, target: Target, *, batch_chunks: int = 256,
                  on_progress: Callable[[Stats], None] | None = None,
-                 reuse_vectors: bool = True) -> None:
+                 reuse_vectors: bool = True, whole_documents: bool = False,
+                 prune_missing: bool = False) -> None:
         self.target = target
+        # A full walk of a source root: documents it no longer yields are removed.
+        self.prune_missing = prune_missing
+        self._seen_paths: set[str] = set()
+        # One fragment per document (benchmarks in BEIR layout), instead of chunking.
+        self.whole_documents = whole_documents
         self.batch_chunks = batch_chunks
         self.reuse_vectors = reuse_vectors
         self.on_progress = on_progress or (lambda stats: None)
@@ -164,7 +170,6 @@ class Ingestor:
                 self.bands.add(pk, to_unsigned64(value))
             self.by_hash.setdefault(text_hash, pk)
         self._owners: dict[str, object | None] = {}
-        self._links: list[tuple[int, str, str, str]] = []  # fragment, doc path, target, kind
         self._generations = {ns: indexing.active_generation(ns) for ns in indexing.NAMESPACES}
 
     # -- driving -------------------------------------------------------------------------------
@@ -181,6 +186,8 @@ class Ingestor:
                 pending = (plans, encoding)
             if pending is not None:
                 self._write_group(*pending)
+        if self.prune_missing:
+            self._prune()
         self._write_links()
         indexing.sync_lexical(self.stats.touched)
         return self.stats
@@ -192,6 +199,7 @@ class Ingestor:
             if isinstance(item, Skipped):
                 self.stats.skipped.append({"path": item.path, "reason": item.reason})
                 continue
+            self._seen_paths.add(item.path)
             planned = self._parse(item)
             if planned is None:
                 continue
@@ -216,7 +224,12 @@ class Ingestor:
                     self.stats.files_done += 1
                     self.on_progress(self.stats)
                     return None
-            chunks = chunk(doc) if doc.text.strip() else []
+            if not doc.text.strip():
+                chunks = []
+            elif self.whole_documents:
+                chunks = [whole_document_chunk(doc)]
+            else:
+                chunks = chunk(doc)
         except Exception as exc:  # noqa: BLE001 - one bad file never fails the job
             logger.exception("could not chunk %s", source.path)
             self._fail(source.path, f"{type(exc).__name__}: {exc}")
@@ -250,6 +263,7 @@ class Ingestor:
             pointer = pointers.pop(chunk_.anchor, None)
             if pointer is not None and pointer.content_hash == text_hash:
                 plan.action, plan.fragment_id = "unchanged", pointer.fragment_id
+                plan.pointer = pointer
             elif pointer is not None and pointer.fragment_id not in shared:
                 plan.action, plan.pointer = "update", pointer
                 plan.fragment_id = pointer.fragment_id
@@ -282,9 +296,7 @@ class Ingestor:
                       if c.action in ("create", "update") and c.chunk.namespace == namespace}
             if not wanted:
                 continue
-            known = dict(Embedding.objects.filter(generation=generation,
-                                                  content_hash__in=list(wanted))
-                         .values_list("content_hash", "embedding"))
+            known = indexing.cached_vectors(generation, list(wanted))
             for p in plans:
                 for c in p.chunks:
                     if c.text_hash in known and c.chunk.namespace == namespace:
@@ -317,8 +329,10 @@ class Ingestor:
                 for namespace, generation in self._generations.items():
                     pairs = [(f, c) for f, c in written if f.namespace == namespace]
                     if pairs:
-                        indexing.write_embeddings(generation, [f for f, _ in pairs],
-                                                  np.stack([c.vector for _, c in pairs]))
+                        vectors = np.stack([c.vector for _, c in pairs])
+                        indexing.write_embeddings(generation, [f for f, _ in pairs], vectors)
+                        indexing.cache_vectors(generation, [c.text_hash for _, c in pairs],
+                                               vectors)
         except Exception as exc:  # noqa: BLE001 - retry one file at a time to isolate it
             if len(plans) == 1:
                 path = plans[0].planned.source.path
@@ -326,7 +340,7 @@ class Ingestor:
                 self._fail(path, f"{type(exc).__name__}: {exc}")
                 return
             for plan in plans:
-                self._write_group([plan], _done(plan))
+                self._write_group([plan], _done())
             return
         for plan in plans:
             self._count(plan)
@@ -355,12 +369,29 @@ class Ingestor:
                 written.append((fragment, chunk_plan))
         for pointer in plan.dropped:
             self._drop_pointer(pointer)
-        self._remember_links(document, doc)
+        self._apply_front_matter(document, doc)
         return written
+
+    def _apply_front_matter(self, document: SourceDocument, doc: NormalizedDocument) -> None:
+        """Front matter describes every fragment of its document, changed text or not."""
+        if not doc.front_matter:
+            return
+        fragments = Fragment.objects.filter(sources__document=document, scope=self.target.scope)
+        for namespace in indexing.NAMESPACES:
+            kind = FragmentKind.CODE if namespace == "code" else FragmentKind.PROSE
+            if doc.kind in FRONT_MATTER_KINDS:
+                kind = doc.kind
+            fragments.filter(namespace=namespace).exclude(kind=kind).update(
+                kind=kind, negative=kind == FragmentKind.NEGATIVE)
+        if doc.front_matter.get("owner"):
+            owner = self._owner(doc)
+            if owner is not None:
+                fragments.exclude(owner=owner).update(owner=owner)
 
     def _save_document(self, planned: Planned) -> SourceDocument:
         source, doc, document = planned.source, planned.doc, planned.document
-        fields = {"language": doc.language, "author": source.author,
+        fields = {"language": doc.language, "author": source.author, "links": list(doc.links),
+                  "front_links": list(doc.front_matter.get("links") or []),
                   "authored_at": source.authored_at, "content_hash": document_hash(doc),
                   "size_bytes": len(source.raw), "changed_at": timezone.now()}
         if document is None:
@@ -379,6 +410,10 @@ class Ingestor:
                         "token_count": chunk_.token_count,
                         "chunker_version": chunk_.chunker_version}
         if plan.action == "unchanged":
+            pointer = plan.pointer
+            if (pointer.start_line, pointer.end_line) != (chunk_.start_line, chunk_.end_line):
+                SourcePointer.objects.filter(pk=pointer.pk).update(
+                    start_line=chunk_.start_line, end_line=chunk_.end_line)
             self.stats.touched.add(plan.fragment_id)
             return None
         if plan.action == "update":
@@ -399,6 +434,10 @@ class Ingestor:
             self.stats.touched.add(target)
             return None
         existing = Fragment.objects.filter(uid=plan.uid).first()
+        if existing is not None and existing.sources.exclude(document=document).exists():
+            # The id belongs to a fragment other sources share now: never rewrite their text.
+            plan.uid = uuid.uuid5(UID_NAMESPACE, f"{plan.uid}|{plan.text_hash}")
+            existing = Fragment.objects.filter(uid=plan.uid).first()
         if existing is not None:  # its first source moved on; keep the id, take the new text
             fragment = fragment_service.edit_fragment(
                 SYSTEM, existing, based_on_version=existing.version, body=chunk_.text,
@@ -441,29 +480,55 @@ class Ingestor:
                 username=username, is_active=True).first()
         return self._owners[username] or self.target.default_owner
 
-    # -- citation links ------------------------------------------------------------------------
-    def _remember_links(self, document: SourceDocument, doc: NormalizedDocument) -> None:
-        if not doc.links:
-            return
-        front = set(doc.front_matter.get("links") or [])
-        fragments = list(Fragment.objects.filter(sources__document=document).distinct())
-        for target in doc.links:
-            kind = LinkKind.FRONT_MATTER if target in front else LinkKind.MARKDOWN
-            holders = [f for f in fragments if target in f.body] or fragments[:1]
-            for fragment in holders:
-                self._links.append((fragment.pk, doc.path, target, kind))
+    # -- removals and citation links ------------------------------------------------------------
+    def _prune(self) -> None:
+        """Documents of this target the walk no longer yields: their fragments are retired."""
+        gone = SourceDocument.objects.filter(org=self.target.org,
+                                             repository=self.target.repository).exclude(
+            path__in=self._seen_paths)
+        for document in gone:
+            with transaction.atomic(), fragment_service.indexing_handled_by_caller():
+                for pointer in document.pointers.select_related("fragment"):
+                    self._drop_pointer(pointer)
+                document.delete()
 
     def _write_links(self) -> None:
-        for fragment_id, doc_path, target, kind in self._links:
-            path = resolve_link(doc_path, target)
-            if path is None:
-                continue
-            first = (SourcePointer.objects.filter(
+        """Citation edges from every document's recorded links — derived from the database,
+        so a rerun after a crash rebuilds them too."""
+        documents = SourceDocument.objects.filter(
+            org=self.target.org, repository=self.target.repository).exclude(links=[])
+        first_fragment = {}
+        for path, fragment_id in (SourcePointer.objects.filter(
                 document__org=self.target.org, document__repository=self.target.repository,
-                document__path=path, fragment__status=FragmentStatus.ACTIVE)
-                .order_by("start_line").values_list("fragment_id", flat=True).first())
-            if first is not None and first != fragment_id:
-                Link.objects.get_or_create(source_id=fragment_id, target_id=first, kind=kind)
+                fragment__status=FragmentStatus.ACTIVE)
+                .order_by("document__path", "-start_line")
+                .values_list("document__path", "fragment_id")):
+            first_fragment[path] = fragment_id  # ordered so the first line wins
+        for document in documents:
+            fragments = list(Fragment.objects.filter(sources__document=document,
+                                                     status=FragmentStatus.ACTIVE)
+                             .order_by("sources__start_line").distinct())
+            front = set(document.front_links)
+            for target in document.links:
+                target_id = first_fragment.get(resolve_link(document.path, target) or "")
+                if target_id is None:
+                    continue
+                kind = LinkKind.FRONT_MATTER if target in front else LinkKind.MARKDOWN
+                holders = [f for f in fragments if target in f.body] or fragments[:1]
+                for fragment in holders:
+                    if fragment.pk != target_id:
+                        Link.objects.get_or_create(source=fragment, target_id=target_id,
+                                                   kind=kind)
+
+
+def whole_document_chunk(doc: NormalizedDocument) -> Chunk:
+    title = doc.title or PurePosixPath(doc.path).stem
+    code = doc.language in CODE_LANGUAGES
+    return Chunk(anchor="document", title=title, heading_path=() if code else (title,),
+                 symbol=None, text=doc.text, start_line=1,
+                 end_line=doc.text.count("\n") + 1, token_count=count_tokens(doc.text),
+                 language=doc.language, namespace="code" if code else "prose",
+                 chunker_version=f"{CHUNKER_VERSION}+whole-document")
 
 
 def chunk_embedding_text(chunk_: Chunk) -> str:

@@ -112,8 +112,10 @@ def walk(root: Path, *, max_bytes: int) -> Iterator[SourceFile | Skipped]:
         kept = []
         for name in dirnames:
             rel = f"{rel_dir}/{name}" if rel_dir != "." else name
-            if name in SKIP_DIRS or name.startswith(".") or any(
-                    s.match_file(rel + "/") for s in specs):
+            if name in SKIP_DIRS:
+                yield Skipped(rel + "/", "vendored, build or tool directory")
+                continue
+            if name.startswith(".") or any(s.match_file(rel + "/") for s in specs):
                 continue
             kept.append(name)
         dirnames[:] = kept

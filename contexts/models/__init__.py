@@ -3,7 +3,7 @@ embeddings, nudges and the audit log. See ``docs/data-model.md``."""
 
 from contexts.models.audit import AuditEvent
 from contexts.models.bundles import Context, ContextSubscription
-from contexts.models.embeddings import Embedding, EmbeddingGeneration
+from contexts.models.embeddings import Embedding, EmbeddingGeneration, VectorCache
 from contexts.models.fragments import (
     Fragment,
     FragmentKind,
@@ -35,4 +35,5 @@ __all__ = [
     "RetrievalTrace",
     "SourceDocument",
     "SourcePointer",
+    "VectorCache",
 ]

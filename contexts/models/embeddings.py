@@ -67,3 +67,20 @@ class Embedding(models.Model):
 
     def __str__(self) -> str:
         return f"embedding of fragment {self.fragment_id} v{self.fragment_version}"
+
+
+class VectorCache(models.Model):
+    """Vectors by model and content hash, kept when fragments and organizations go (so an
+    evaluation's second run, or re-ingesting the same text elsewhere, does not re-embed)."""
+
+    model_name = models.CharField(max_length=300)
+    content_hash = models.CharField(max_length=64)
+    vector = VectorField(dimensions=EMBEDDING_DIM)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["model_name", "content_hash"],
+                                               name="one_cached_vector")]
+
+    def __str__(self) -> str:
+        return f"{self.model_name}:{self.content_hash[:12]}"

@@ -21,6 +21,9 @@ class SourceDocument(models.Model):
     ingested_at = models.DateTimeField(default=timezone.now)
     changed_at = models.DateTimeField(null=True, blank=True,
                                       help_text="when the content last differed from before")
+    links = models.JSONField(default=list, blank=True, help_text="link targets in the text")
+    front_links = models.JSONField(default=list, blank=True,
+                                   help_text="link targets from front matter")
 
     class Meta:
         ordering = ["path"]

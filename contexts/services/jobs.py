@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from accounts.models import Scope
@@ -20,6 +20,7 @@ from contexts.services.fragments import require
 
 logger = logging.getLogger(__name__)
 PROGRESS_EVERY_SECONDS = 0.5
+JOB_LOCK_SPACE = 7301  # advisory-lock namespace for ingestion jobs
 
 
 def create_job(principal: Any, scope: Scope, source: str, *, source_kind: str = "path",
@@ -56,7 +57,25 @@ def _target(job: IngestionJob) -> Target:
 
 
 def run_job(job_id: int) -> IngestionJob | None:
-    """Run (or, after a crash, re-run) a job to completion. Safe to call twice."""
+    """Run (or, after a crash, re-run) a job to completion. Safe to call twice.
+
+    A session-level advisory lock makes one run at a time: a redelivered message for a job
+    that is still running elsewhere returns at once; if that worker dies, its connection —
+    and the lock — go with it, and the redelivery takes over.
+    """
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_try_advisory_lock(%s, %s)", [JOB_LOCK_SPACE, job_id])
+        if not cursor.fetchone()[0]:
+            logger.info("job %s is running elsewhere; not starting it twice", job_id)
+            return IngestionJob.objects.filter(pk=job_id).first()
+    try:
+        return _run_job_locked(job_id)
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_unlock(%s, %s)", [JOB_LOCK_SPACE, job_id])
+
+
+def _run_job_locked(job_id: int) -> IngestionJob | None:
     claimed = IngestionJob.objects.filter(
         pk=job_id, state__in=[JobState.QUEUED, JobState.RUNNING]
     ).update(state=JobState.RUNNING, started_at=timezone.now())
@@ -77,8 +96,10 @@ def run_job(job_id: int) -> IngestionJob | None:
         files = list(walk(Path(job.source), max_bytes=settings.INGEST_MAX_FILE_BYTES))
         IngestionJob.objects.filter(pk=job_id).update(
             files_total=sum(1 for f in files if not hasattr(f, "reason")))
+        root = Path(job.source)
         ingestor = Ingestor(_target(job), batch_chunks=settings.INGEST_EMBED_BATCH_CHUNKS,
-                            on_progress=progress)
+                            on_progress=progress,
+                            prune_missing=job.source_kind == "path" and root.is_dir())
         stats = ingestor.run(files)
     except Exception as exc:
         logger.exception("ingestion job %s failed", job.public_id)

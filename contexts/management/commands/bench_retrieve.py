@@ -17,6 +17,7 @@ import statistics
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 from django.conf import settings
@@ -28,6 +29,7 @@ from accounts.tokens import create_token
 from contexts.embedded import free_port
 from contexts.indexing import embed_fragments, lexical_index, rebuild_lexical_index
 from contexts.models import Fragment
+from contexts.models.fragments import fragment_public_id
 from contexts.retrieval import dense
 from contexts.services.fragments import content_hash
 
@@ -123,7 +125,9 @@ class Command(BaseCommand):
             for n, (title, text) in enumerate(mine[have:], start=have):
                 scope = scopes[n % len(scopes)]
                 code = "def " in text or "return" in text
-                batch.append(Fragment(org=org, scope=scope, scope_ids=[scope.id], title=title,
+                uid = uuid.uuid4()
+                batch.append(Fragment(uid=uid, public_id=fragment_public_id(uid), org=org,
+                                      scope=scope, scope_ids=[scope.id], title=title,
                                       body=text, content_hash=content_hash(text),
                                       kind="code" if code else "prose",
                                       namespace="code" if code else "prose",
