@@ -12,6 +12,7 @@ from contexts.models.fragments import (
     Link,
     Pin,
 )
+from contexts.models.evaluation import EvalRun
 from contexts.models.governance import Nudge
 from contexts.models.jobs import IngestionJob, JobState
 from contexts.models.sources import SourceDocument, SourcePointer
@@ -23,6 +24,7 @@ __all__ = [
     "ContextSubscription",
     "Embedding",
     "EmbeddingGeneration",
+    "EvalRun",
     "Fragment",
     "FragmentKind",
     "FragmentStatus",
