@@ -254,6 +254,11 @@ RETRIEVAL = {
     "rrf_k": float(env_str("CONTEXTS_RRF_K", "60")),
     "leg_weights": {"lexical": float(env_str("CONTEXTS_RRF_LEXICAL_WEIGHT", "1.0")),
                     "dense": float(env_str("CONTEXTS_RRF_DENSE_WEIGHT", "1.0"))},
+    # Per-namespace overrides of leg_weights.
+    "namespace_leg_weights": {
+        "code": {"lexical": float(env_str("CONTEXTS_RRF_CODE_LEXICAL_WEIGHT", "1.0")),
+                 "dense": float(env_str("CONTEXTS_RRF_CODE_DENSE_WEIGHT", "1.0"))},
+    },
     "reranker": env_str("CONTEXTS_RERANKER", "none"),          # none | cross-encoder
     "cross_encoder": env_str("CONTEXTS_CROSS_ENCODER", ""),    # local path or cached model id
     "max_query_chars": env_int("CONTEXTS_MAX_QUERY_CHARS", 4000),

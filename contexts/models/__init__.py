@@ -4,6 +4,7 @@ embeddings, nudges and the audit log. See ``docs/data-model.md``."""
 from contexts.models.audit import AuditEvent
 from contexts.models.bundles import Context, ContextSubscription
 from contexts.models.embeddings import Embedding, EmbeddingGeneration, VectorCache
+from contexts.models.evaluation import EvalRun
 from contexts.models.fragments import (
     Fragment,
     FragmentKind,
@@ -12,7 +13,6 @@ from contexts.models.fragments import (
     Link,
     Pin,
 )
-from contexts.models.evaluation import EvalRun
 from contexts.models.governance import Nudge
 from contexts.models.jobs import IngestionJob, JobState
 from contexts.models.sources import SourceDocument, SourcePointer

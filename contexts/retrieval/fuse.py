@@ -7,19 +7,24 @@ from collections.abc import Mapping, Sequence
 from contexts.retrieval.types import Candidate, FusionConfig
 
 
-def rrf(legs: Mapping[str, Sequence[tuple[int, float]]],
-        config: FusionConfig) -> dict[int, Candidate]:
-    """Candidates keyed by fragment pk with per-leg ranks, raw scores and the fused score."""
+def rrf(legs: Mapping[str, Sequence[tuple[int, float]]], config: FusionConfig,
+        namespaces: Mapping[int, str] | None = None) -> dict[int, Candidate]:
+    """Candidates keyed by fragment pk with per-leg ranks, raw scores and the fused score.
+
+    ``namespaces`` (fragment pk → prose/code) selects per-namespace leg weights.
+    """
+    namespaces = namespaces or {}
     candidates: dict[int, Candidate] = {}
     for leg, ranked in legs.items():
-        weight = config.weight(leg)
         for rank, (fragment_id, score) in enumerate(ranked, start=1):
             candidate = candidates.setdefault(fragment_id, Candidate(fragment_id))
             candidate.ranks[leg] = rank
             candidate.scores[leg] = round(float(score), 6)
+            weight = config.weight(leg, namespaces.get(fragment_id))
             candidate.rrf += weight / (config.k + rank)
-    # Relevance on 0–1: a fragment ranked first by every leg scores 1.
-    best = sum(config.weight(leg) for leg in legs) / (config.k + 1) or 1.0
+    # Relevance on 0–1: a fragment ranked first by every leg (at full weight) scores 1.
     for candidate in candidates.values():
+        namespace = namespaces.get(candidate.fragment_id)
+        best = sum(config.weight(leg, namespace) for leg in legs) / (config.k + 1) or 1.0
         candidate.relevance = candidate.rrf / best
     return candidates

@@ -102,8 +102,11 @@ def retrieve(request: RetrievalRequest, *, principal: Any = None,
         if lexical_future is not None:
             legs["lexical"] = [(lexical_ids[fid], score) for fid, score in lexical_hits
                                if fid in lexical_ids]
-        candidates = fuse.rrf(legs, fusion)
-        fragments = _fetch(request, {*candidates, *pins})
+        fragments = _fetch(request, {pk for hits in legs.values() for pk, _ in hits} | set(pins))
+        # Only what this request may retrieve is fused (e.g. superseded rows a leg still holds).
+        legs = {leg: [(pk, score) for pk, score in hits if pk in fragments]
+                for leg, hits in legs.items()}
+        candidates = fuse.rrf(legs, fusion, {pk: f.namespace for pk, f in fragments.items()})
         timings["fetch"] = _ms(wait_started)
 
         rerank_started = time.perf_counter()
@@ -190,7 +193,7 @@ def _store_trace(request: RetrievalRequest, result: RetrievalResult,
             "min_score": request.min_score, "include_superseded": request.include_superseded,
             "as_of": request.as_of.isoformat() if request.as_of else None,
             "legs": list(request.legs),
-            "rrf_k": result.fusion.k, "leg_weights": dict(result.fusion.weights),
+            **result.fusion.as_dict(),
             "weights": vars(result.weights),
         },
         reranker=result.reranker,

@@ -7,23 +7,44 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 
+LegWeights = tuple[tuple[str, float], ...]
+
+
+def _freeze(weights: dict[str, float]) -> LegWeights:
+    return tuple(sorted((leg, float(w)) for leg, w in weights.items()))
+
 
 @dataclass(frozen=True)
 class FusionConfig:
-    """Reciprocal Rank Fusion: ``score = Σ_leg weight_leg / (k + rank_leg)``."""
+    """Reciprocal Rank Fusion: ``score = Σ_leg weight_leg(namespace) / (k + rank_leg)``.
+
+    Leg weights may differ per namespace: for code, natural-language queries share few words
+    with the text, so the lexical leg deserves less trust than for prose.
+    """
 
     k: float = 60.0
-    weights: tuple[tuple[str, float], ...] = (("lexical", 1.0), ("dense", 1.0))
+    weights: LegWeights = (("dense", 1.0), ("lexical", 1.0))
+    namespace_weights: tuple[tuple[str, LegWeights], ...] = ()
 
     @classmethod
     def from_settings(cls) -> FusionConfig:
         conf = settings.RETRIEVAL
-        return cls(k=float(conf["rrf_k"]),
-                   weights=tuple(sorted((leg, float(w)) for leg, w in
-                                        conf["leg_weights"].items())))
+        return cls(
+            k=float(conf["rrf_k"]), weights=_freeze(conf["leg_weights"]),
+            namespace_weights=tuple(sorted(
+                (ns, _freeze(w)) for ns, w in conf.get("namespace_leg_weights", {}).items())),
+        )
 
-    def weight(self, leg: str) -> float:
+    def weight(self, leg: str, namespace: str | None = None) -> float:
+        if namespace is not None:
+            for name, weights in self.namespace_weights:
+                if name == namespace:
+                    return dict(weights).get(leg, 0.0)
         return dict(self.weights).get(leg, 0.0)
+
+    def as_dict(self) -> dict:
+        return {"rrf_k": self.k, "leg_weights": dict(self.weights),
+                "namespace_leg_weights": {ns: dict(w) for ns, w in self.namespace_weights}}
 
 
 @dataclass(frozen=True)

@@ -68,7 +68,9 @@ class Command(BaseCommand):
         python = sys.executable
         env = {**os.environ, "DJANGO_SETTINGS_MODULE": "contexts.settings"}
         commands = {
-            "web": [python, "-m", "gunicorn", "contexts.wsgi:application", "--bind",
+            # ASGI (uvicorn workers): /mcp is the MCP SDK's Streamable HTTP app, next to Django.
+            "web": [python, "-m", "gunicorn", "contexts.asgi:application",
+                    "--worker-class", "uvicorn.workers.UvicornWorker", "--bind",
                     f"{host}:{port}", "--workers", os.environ.get("WEB_CONCURRENCY", "2"),
                     "--access-logfile", "-", "--graceful-timeout", "5"],
             "worker": [python, "-m", "celery", "-A", "contexts", "worker", "--loglevel", "INFO",
