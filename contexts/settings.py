@@ -280,3 +280,49 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     "loggers": {"django.db.backends": {"level": "WARNING"}},
 }
+
+# --- Governance (staleness, nudges, dedup review, authority, re-embedding) ---------------------
+# Owned by contexts/governance (docs/governance.md). Per-kind settings are dicts with a
+# "default" entry; a kind missing from the dict uses it.
+from celery.schedules import crontab  # noqa: E402 - kept inside the governance block
+
+# (a) "hot but unverified": used at least N times (retrievals + citations, totals) and retrieved
+# within the last M days, yet neither edited nor verified for longer than the kind's threshold.
+GOVERNANCE_STALE_AFTER_DAYS = {"default": 180, "policy": 365}
+GOVERNANCE_HOT_MIN_USES = {"default": env_int("CONTEXTS_STALE_HOT_MIN_USES", 5)}
+GOVERNANCE_HOT_WINDOW_DAYS = env_int("CONTEXTS_STALE_HOT_WINDOW_DAYS", 30)
+# (c) "probably contradicted by a newer fragment": similar (either test) plus a difference.
+GOVERNANCE_CONTRADICTION_MAX_HAMMING = {"default": 12}
+GOVERNANCE_CONTRADICTION_MIN_COSINE = {"default": 0.85}
+GOVERNANCE_CONTRADICTION_MIN_OVERLAP = 0.5  # sentence alignment: Jaccard of content words
+# Nudges: unanswered for this long → escalated to the organization's tech leads and admins.
+GOVERNANCE_NUDGE_ESCALATE_AFTER_DAYS = env_int("CONTEXTS_NUDGE_ESCALATE_AFTER_DAYS", 7)
+GOVERNANCE_NUDGE_LINK_MAX_AGE_DAYS = env_int("CONTEXTS_NUDGE_LINK_MAX_AGE_DAYS", 30)
+# Absolute links in emails (the request that triggers a scan is a beat tick, not a browser).
+GOVERNANCE_BASE_URL = env_str("CONTEXTS_BASE_URL", "http://localhost:8000").rstrip("/")
+# Dedup review: proposals, never automatic merges (ingestion collapses distance ≤ 3 itself).
+GOVERNANCE_DEDUP_MIN_HAMMING = 0
+GOVERNANCE_DEDUP_MAX_HAMMING = 8
+GOVERNANCE_DEDUP_MIN_COSINE = 0.9
+GOVERNANCE_NEIGHBOURS = 10  # nearest neighbours examined per fragment in the vector searches
+# Authority: PageRank over the citation graph.
+GOVERNANCE_PAGERANK_DAMPING = 0.85
+# Re-embedding on a model upgrade.
+EMBEDDING_SHADOW_DAYS = env_int("CONTEXTS_EMBEDDING_SHADOW_DAYS", 14)
+GOVERNANCE_REEMBED_BATCH = env_int("CONTEXTS_REEMBED_BATCH", 128)
+# The governance page: response rate and median response time over this many days.
+GOVERNANCE_REPORT_WINDOW_DAYS = 90
+
+CELERY_BEAT_SCHEDULE = {
+    **globals().get("CELERY_BEAT_SCHEDULE", {}),
+    "governance-scan-staleness": {"task": "contexts.governance.tasks.scan_staleness",
+                                  "schedule": crontab(hour=2, minute=0)},
+    "governance-propose-duplicates": {"task": "contexts.governance.tasks.propose_duplicates",
+                                      "schedule": crontab(hour=2, minute=30)},
+    "governance-compute-authority": {"task": "contexts.governance.tasks.compute_authority",
+                                     "schedule": crontab(hour=3, minute=0)},
+    "governance-drop-shadow-generations": {
+        "task": "contexts.governance.tasks.drop_shadow_generations",
+        "schedule": crontab(hour=4, minute=0)},
+}
+# --- end Governance ----------------------------------------------------------------------------

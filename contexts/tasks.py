@@ -55,3 +55,6 @@ def record_feedback(fragment_id: int, signal: str) -> None:
 
     field = {"helped": "helped_count", "hurt": "hurt_count", "cited": "cited_count"}[signal]
     Fragment.objects.filter(pk=fragment_id).update(**{field: F(field) + 1})
+
+
+from contexts.governance import tasks as governance_tasks  # noqa: E402,F401 - registers them

@@ -17,5 +17,6 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     path("api/", include("contexts.api.urls")),
+    path("governance/", include("contexts.governance.urls")),
     path("", include("contexts.console.urls")),
 ]

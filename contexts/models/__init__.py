@@ -3,6 +3,7 @@ embeddings, nudges and the audit log. See ``docs/data-model.md``."""
 
 from contexts.models.audit import AuditEvent
 from contexts.models.bundles import Context, ContextSubscription
+from contexts.models.dedup import DedupCandidate, DedupState, StalenessScan
 from contexts.models.embeddings import Embedding, EmbeddingGeneration, VectorCache
 from contexts.models.evaluation import EvalRun
 from contexts.models.fragments import (
@@ -22,6 +23,8 @@ __all__ = [
     "AuditEvent",
     "Context",
     "ContextSubscription",
+    "DedupCandidate",
+    "DedupState",
     "Embedding",
     "EmbeddingGeneration",
     "EvalRun",
@@ -37,5 +40,6 @@ __all__ = [
     "RetrievalTrace",
     "SourceDocument",
     "SourcePointer",
+    "StalenessScan",
     "VectorCache",
 ]
