@@ -1,12 +1,63 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from contexts.console import views
+from contexts.console.views import (
+    fragment_detail,
+    fragments,
+    home,
+    inbox,
+    jobs,
+    pins,
+    search,
+    tokens,
+    traces,
+)
 
 app_name = "console"
 
 urlpatterns = [
-    path("login/", auth_views.LoginView.as_view(template_name="console/login.html"), name="login"),
+    path("login/", auth_views.LoginView.as_view(template_name="console/login.html",
+                                                redirect_authenticated_user=True),
+         name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
-    path("", views.home, name="home"),
+    path("", home.home, name="home"),
+    path("switch/", home.switch_org, name="switch-org"),
+    path("inbox/", inbox.inbox, name="inbox"),
+    path("inbox/<str:fragment_id>/answer", inbox.nudge_answer, name="nudge-answer"),
+    # An organization and its pages.
+    path("o/<slug:slug>/", home.org_overview, name="org"),
+    path("o/<slug:slug>/search/", search.search, name="search"),
+    path("o/<slug:slug>/ingest/", jobs.ingest, name="ingest"),
+    path("o/<slug:slug>/ingest/upload", jobs.ingest_upload, name="ingest-upload"),
+    path("o/<slug:slug>/ingest/path", jobs.ingest_path, name="ingest-path"),
+    path("o/<slug:slug>/traces/", traces.traces, name="traces"),
+    path("o/<slug:slug>/tokens/", tokens.tokens, name="tokens"),
+    path("o/<slug:slug>/tokens/<str:token_id>/revoke", tokens.token_revoke,
+         name="token-revoke"),
+    # A scope (organization, repository, persona, session or context) by its public id.
+    path("scopes/<str:scope_id>/fragments/", fragments.fragment_list, name="scope-fragments"),
+    path("scopes/<str:scope_id>/pins/", pins.pins_board, name="scope-pins"),
+    path("scopes/<str:scope_id>/pins/reorder", pins.pin_reorder, name="pin-reorder"),
+    path("scopes/<str:scope_id>/pins/<str:fragment_id>/move", pins.pin_move, name="pin-move"),
+    path("scopes/<str:scope_id>/pins/<str:fragment_id>/remove", pins.pin_remove,
+         name="pin-remove"),
+    path("scopes/<str:scope_id>/pins/<str:fragment_id>/expiry", pins.pin_expiry,
+         name="pin-expiry"),
+    # One fragment.
+    path("fragments/<str:fragment_id>/", fragment_detail.fragment_detail, name="fragment"),
+    path("fragments/<str:fragment_id>/edit", fragment_detail.fragment_edit,
+         name="fragment-edit"),
+    path("fragments/<str:fragment_id>/diff", fragment_detail.fragment_diff,
+         name="fragment-diff"),
+    path("fragments/<str:fragment_id>/supersede", fragment_detail.fragment_supersede,
+         name="fragment-supersede"),
+    path("fragments/<str:fragment_id>/owner", fragment_detail.fragment_owner,
+         name="fragment-owner"),
+    path("fragments/<str:fragment_id>/pin", fragments.pin, name="fragment-pin"),
+    path("fragments/<str:fragment_id>/unpin", fragments.unpin, name="fragment-unpin"),
+    path("fragments/<str:fragment_id>/retire", fragments.retire, name="fragment-retire"),
+    path("fragments/<str:fragment_id>/negative", fragments.negative, name="fragment-negative"),
+    # Jobs and traces by public id.
+    path("jobs/<str:job_id>/", jobs.job_detail, name="job"),
+    path("traces/<str:trace_id>/", traces.trace_detail, name="trace"),
 ]

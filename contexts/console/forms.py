@@ -1,0 +1,205 @@
+"""Console forms. Choices that name scopes or people are built from the user's visible
+querysets, so a form can never offer (or accept) something the user may not read."""
+
+from __future__ import annotations
+
+from django import forms
+from django.conf import settings
+
+from contexts.models import FragmentKind
+from contexts.models.governance import NudgeAnswer
+
+
+class ConsoleForm(forms.Form):
+    """Labels without Django's trailing colon."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("label_suffix", "")
+        super().__init__(*args, **kwargs)
+
+
+YES_NO = [("", "any"), ("yes", "yes"), ("no", "no")]
+NO_OWNER = "-"
+SORTS = {
+    "-last_edited_at": ("recently edited", ["-last_edited_at", "-pk"]),
+    "last_edited_at": ("least recently edited", ["last_edited_at", "pk"]),
+    "title": ("title", ["title", "pk"]),
+    "-authority": ("authority", ["-authority", "-pk"]),
+    "-retrieved_count": ("most retrieved", ["-retrieved_count", "-pk"]),
+    "verified_at": ("least recently verified", ["verified_at", "pk"]),
+}
+
+
+class FragmentFilterForm(ConsoleForm):
+    q = forms.CharField(label="Title contains", required=False, max_length=200)
+    kind = forms.ChoiceField(required=False, choices=[("", "any"), *FragmentKind.choices])
+    status = forms.ChoiceField(required=False, initial="active",
+                               choices=[("active", "active"), ("retired", "retired"),
+                                        ("superseded", "superseded"), ("all", "all")])
+    owner = forms.ChoiceField(required=False)
+    stale = forms.ChoiceField(label="Stale", required=False, choices=YES_NO,
+                              widget=forms.Select(attrs={"title": "has an open nudge"}))
+    pinned = forms.ChoiceField(label="Pinned here", required=False, choices=YES_NO)
+    negative = forms.ChoiceField(required=False, choices=YES_NO)
+    language = forms.ChoiceField(required=False)
+    sort = forms.ChoiceField(required=False, initial="-last_edited_at",
+                             choices=[(key, label) for key, (label, _) in SORTS.items()])
+
+    def __init__(self, data, *, owners: list[str], languages: list[str]) -> None:
+        super().__init__(data)
+        self.fields["owner"].choices = [("", "anyone"), (NO_OWNER, "nobody"),
+                                        *((name, name) for name in owners)]
+        self.fields["language"].choices = [("", "any"), *((lang, lang) for lang in languages)]
+
+    def value(self, name: str) -> str:
+        """The cleaned value, or the field's initial value when the form is invalid/empty."""
+        if self.is_bound:
+            self.is_valid()  # cleaned_data keeps every field that validated
+            if self.cleaned_data.get(name):
+                return self.cleaned_data[name]
+        return self.fields[name].initial or ""
+
+
+class EditForm(ConsoleForm):
+    title = forms.CharField(max_length=300, required=False)
+    body = forms.CharField(widget=forms.Textarea(attrs={"rows": 16, "spellcheck": "false"}))
+    reason = forms.CharField(label="Why (optional)", max_length=300, required=False)
+    based_on_version = forms.IntegerField(widget=forms.HiddenInput, min_value=1)
+
+
+class SupersedeForm(ConsoleForm):
+    replacement = forms.CharField(label="Replacement fragment id", max_length=32,
+                                  help_text="the public id of the fragment that replaces this "
+                                            "one, e.g. frag_3f2a…")
+    reason = forms.CharField(max_length=300, required=False)
+
+
+class OwnerForm(ConsoleForm):
+    owner = forms.ChoiceField(label="New owner")
+
+    def __init__(self, *args, members: list[str], **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["owner"].choices = [(NO_OWNER, "nobody"), *((m, m) for m in members)]
+
+
+class DiffForm(ConsoleForm):
+    a = forms.IntegerField(label="From version", min_value=1)
+    b = forms.IntegerField(label="To version", min_value=1)
+
+
+def _optional_float(label: str, **kwargs) -> forms.FloatField:
+    return forms.FloatField(label=label, required=False, **kwargs)
+
+
+class SearchForm(ConsoleForm):
+    query = forms.CharField(max_length=settings.RETRIEVAL["max_query_chars"])
+    repo = forms.ChoiceField(label="Repository", required=False)
+    persona = forms.ChoiceField(required=False)
+    session = forms.CharField(label="Session id", required=False, max_length=120,
+                              help_text="public or external id")
+    budget_tokens = forms.IntegerField(label="Budget (tokens)", initial=3200, min_value=1,
+                                       max_value=settings.RETRIEVAL["max_budget_tokens"])
+    freshness_halflife_days = _optional_float("Freshness half-life (days)", min_value=0.01,
+                                              max_value=36500)
+    w_r = _optional_float("w_r relevance", min_value=0, max_value=100)
+    w_f = _optional_float("w_f freshness", min_value=0, max_value=100)
+    w_c = _optional_float("w_c authority", min_value=0, max_value=100)
+    w_p = _optional_float("w_p pinned", min_value=0, max_value=100)
+    k_lexical = forms.IntegerField(label="k lexical", initial=100, min_value=0,
+                                   max_value=settings.RETRIEVAL["max_k"])
+    k_dense = forms.IntegerField(label="k dense", initial=100, min_value=0,
+                                 max_value=settings.RETRIEVAL["max_k"])
+    rerank_top = forms.IntegerField(label="Rerank top", initial=50, min_value=0,
+                                    max_value=settings.RETRIEVAL["max_k"])
+    min_score = forms.FloatField(label="Min score", initial=0.0, min_value=0, max_value=1)
+    include_superseded = forms.BooleanField(required=False)
+    reranker = forms.ChoiceField(choices=[("", "configured default"), ("none", "none"),
+                                          ("cross-encoder", "cross-encoder")], required=False)
+
+    def __init__(self, data, *, repos, personas) -> None:
+        if data is not None:
+            # Unset numbers take their defaults, so a bare ?query=… link works.
+            data = data.copy()
+            for name, field in self.base_fields.items():
+                if field.initial is not None and not data.get(name):
+                    data[name] = field.initial
+        super().__init__(data)
+        self.fields["repo"].choices = [("", "— none —"),
+                                       *((r.public_id, r.slug) for r in repos)]
+        self.fields["persona"].choices = [("", "— none —"),
+                                          *((p.public_id, p.slug) for p in personas)]
+
+
+class MultipleFileInput(forms.ClearableFileInput):
+    allow_multiple_selected = True
+
+
+class MultipleFileField(forms.FileField):
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("widget", MultipleFileInput())
+        super().__init__(*args, **kwargs)
+
+    def clean(self, data, initial=None):
+        single = super().clean
+        if isinstance(data, list | tuple):
+            return [single(item, initial) for item in data]
+        return [single(data, initial)]
+
+
+class ScopeChoiceForm(ConsoleForm):
+    scope = forms.ChoiceField(label="Into scope")
+
+    def __init__(self, *args, scopes, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["scope"].choices = [(s.public_id, f"{s.get_kind_display()}: {s.label}")
+                                        for s in scopes]
+
+
+class UploadForm(ScopeChoiceForm):
+    files = MultipleFileField(label="Files",
+                              help_text="Markdown, text, Python, JavaScript, TypeScript, Go, "
+                                        "Java or Rust")
+
+
+class PathForm(ScopeChoiceForm):
+    path = forms.CharField(label="Server path", max_length=1000,
+                           help_text="a directory or file readable by the server")
+
+
+class TraceFilterForm(ConsoleForm):
+    q = forms.CharField(label="Query contains", required=False, max_length=200)
+    token = forms.ChoiceField(required=False)
+    scope = forms.ChoiceField(required=False)
+
+    def __init__(self, data, *, tokens, scopes) -> None:
+        super().__init__(data)
+        self.fields["token"].choices = [("", "any"), ("-", "console users"),
+                                        *((t.public_id, t.name) for t in tokens)]
+        self.fields["scope"].choices = [("", "any"),
+                                        *((s.public_id, s.label) for s in scopes)]
+
+
+class TokenForm(ConsoleForm):
+    name = forms.CharField(max_length=120)
+    scopes = forms.MultipleChoiceField(help_text="the token reads these scopes and everything "
+                                                 "under them")
+    expires_in_days = forms.IntegerField(label="Expires in (days)", required=False,
+                                         min_value=1, max_value=3650)
+
+    def __init__(self, *args, scopes, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["scopes"].choices = [(s.public_id, f"{s.get_kind_display()}: {s.label}")
+                                         for s in scopes]
+        self.fields["scopes"].widget.attrs["size"] = min(8, max(3, len(scopes)))
+
+
+class PinExpiryForm(ConsoleForm):
+    expires_at = forms.DateTimeField(label="Expires", required=False,
+                                     widget=forms.DateTimeInput(attrs={"type": "datetime-local"},
+                                                                format="%Y-%m-%dT%H:%M"))
+
+
+class NudgeAnswerForm(ConsoleForm):
+    answer = forms.ChoiceField(choices=NudgeAnswer.choices)
+    new_owner = forms.CharField(required=False, max_length=150)
+

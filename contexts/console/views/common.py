@@ -1,0 +1,51 @@
+"""What every console page needs: the current organization, the switcher, object lookups
+through the user's visible querysets (404 outside them)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.paginator import Page, Paginator
+from django.http import HttpRequest
+from django.shortcuts import get_object_or_404
+
+from accounts.models import Organization, Scope
+from contexts.console.querysets import visible
+from contexts.models import Fragment
+
+PAGE_SIZE = 25
+SESSION_ORG = "console_org"
+
+
+def get_org(request: HttpRequest, slug: str) -> Organization:
+    org = get_object_or_404(visible(request).orgs(), slug=slug)
+    request.session[SESSION_ORG] = org.slug
+    return org
+
+
+def get_scope(request: HttpRequest, public_id: str) -> Scope:
+    return get_object_or_404(visible(request).scopes().select_related("org__scope"),
+                             public_id=public_id)
+
+
+def get_fragment(request: HttpRequest, public_id: str) -> Fragment:
+    return get_object_or_404(
+        visible(request).fragments().select_related("owner", "scope", "org", "superseded_by"),
+        public_id=public_id)
+
+
+def paginate(request: HttpRequest, queryset, per_page: int = PAGE_SIZE) -> Page:
+    return Paginator(queryset, per_page).get_page(request.GET.get("page"))
+
+
+def org_context(request: HttpRequest, org: Organization | None, active: str = "",
+                **extra: Any) -> dict[str, Any]:
+    """Layout context: organization switcher, current organization, active navigation item."""
+    seen = visible(request)
+    return {
+        "org": org,
+        "orgs": list(seen.orgs().order_by("slug")),
+        "nav_active": active,
+        "can_administer_org": bool(org) and seen.may("administer", org.scope),
+        **extra,
+    }

@@ -1,0 +1,154 @@
+"""Fragment list per scope (filters, sort, pages) and its inline row actions."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.db.models import Exists, OuterRef, QuerySet
+from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
+from django.shortcuts import render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_POST
+
+from accounts.models import Scope
+from contexts.console.forms import NO_OWNER, SORTS, FragmentFilterForm
+from contexts.console.querysets import OPEN_NUDGE_STATES, Visible, visible
+from contexts.console.rendering import htmx_partial, redirect_back, render_page
+from contexts.console.views.common import get_fragment, get_scope, org_context, paginate
+from contexts.console.views.fragment_detail import content_context
+from contexts.models import Fragment, Nudge, Pin
+from contexts.services.errors import InvalidOperation
+from contexts.services.fragments import mark_negative, retire_fragment
+from contexts.services.pins import pin_fragment, unpin_fragment
+
+
+def rows(seen: Visible, scope: Scope) -> QuerySet[Fragment]:
+    """The scope's fragments with what a row shows: pinned here, stale, owner."""
+    return (seen.fragments().filter(scope=scope).select_related("owner").annotate(
+        is_pinned=Exists(Pin.objects.filter(fragment=OuterRef("pk"), scope=scope)),
+        is_stale=Exists(Nudge.objects.filter(fragment=OuterRef("pk"),
+                                             state__in=OPEN_NUDGE_STATES)),
+    ))
+
+
+def _yes_no(queryset: QuerySet, value: str, **lookup) -> QuerySet:
+    if value == "yes":
+        return queryset.filter(**lookup)
+    if value == "no":
+        return queryset.exclude(**lookup)
+    return queryset
+
+
+def apply_filters(queryset: QuerySet[Fragment], form: FragmentFilterForm) -> QuerySet[Fragment]:
+    if form.value("q"):
+        queryset = queryset.filter(title__icontains=form.value("q"))
+    if form.value("kind"):
+        queryset = queryset.filter(kind=form.value("kind"))
+    if form.value("status") != "all":
+        queryset = queryset.filter(status=form.value("status") or "active")
+    owner = form.value("owner")
+    if owner == NO_OWNER:
+        queryset = queryset.filter(owner__isnull=True)
+    elif owner:
+        queryset = queryset.filter(owner__username=owner)
+    queryset = _yes_no(queryset, form.value("stale"), is_stale=True)
+    queryset = _yes_no(queryset, form.value("pinned"), is_pinned=True)
+    queryset = _yes_no(queryset, form.value("negative"), negative=True)
+    if form.value("language"):
+        queryset = queryset.filter(language=form.value("language"))
+    return queryset.order_by(*SORTS[form.value("sort") or "-last_edited_at"][1])
+
+
+def row_context(seen: Visible, scope: Scope) -> dict:
+    return {"scope": scope, "can_curate": seen.may("curate", scope),
+            "can_pin": seen.may("pin", scope),
+            "list_url": reverse("console:scope-fragments", args=[scope.public_id])}
+
+
+@login_required
+@require_GET
+def fragment_list(request: HttpRequest, scope_id: str) -> HttpResponse:
+    scope = get_scope(request, scope_id)
+    seen = visible(request)
+    base = rows(seen, scope)
+    form = FragmentFilterForm(
+        request.GET or None,
+        owners=list(seen.members(scope.org).values_list("username", flat=True)),
+        languages=sorted(set(base.exclude(language="").values_list("language", flat=True))),
+    )
+    page = paginate(request, apply_filters(base, form))
+    context = {**org_context(request, scope.org, "overview"), **row_context(seen, scope),
+               "form": form, "page": page, "next": request.get_full_path()}
+    return render_page(request, "console/fragment_list.html", "htmx/fragment_table.html",
+                       context, target="fragment-table")
+
+
+# --- row actions ------------------------------------------------------------------------------
+def _action_response(request: HttpRequest, fragment: Fragment, scope: Scope) -> HttpResponse:
+    """The partial the caller asked for (``partial``), or a redirect without JavaScript."""
+    seen = visible(request)
+    partial = request.POST.get("partial", "row")
+    if htmx_partial(request) and partial == "pin":
+        return render(request, "htmx/pin_button.html", {
+            "fragment": fragment, "scope": scope, "can_pin": seen.may("pin", scope),
+            "is_pinned": Pin.objects.filter(fragment=fragment, scope=scope).exists(),
+            "next": request.POST.get("next", "")})
+    if htmx_partial(request) and partial == "content":
+        fragment.refresh_from_db()
+        return render(request, "htmx/fragment_content.html",
+                      content_context(request, fragment))
+    if htmx_partial(request) and partial == "row":
+        row = rows(seen, scope).get(pk=fragment.pk)
+        return render(request, "htmx/fragment_row.html", {**row_context(seen, scope),
+                                                          "fragment": row})
+    return redirect_back(request, reverse("console:fragment", args=[fragment.public_id]))
+
+
+def _action_scope(request: HttpRequest, fragment: Fragment) -> Scope:
+    """The scope a row action happens in: the list's (``scope``) or the fragment's home."""
+    scope_id = request.POST.get("scope")
+    return get_scope(request, scope_id) if scope_id else fragment.scope
+
+
+def _invalid(request: HttpRequest, exc: InvalidOperation) -> HttpResponse:
+    if htmx_partial(request):
+        return HttpResponseBadRequest(str(exc))
+    messages.error(request, str(exc))
+    return redirect_back(request, "/")
+
+
+@login_required
+@require_POST
+def pin(request: HttpRequest, fragment_id: str) -> HttpResponse:
+    fragment = get_fragment(request, fragment_id)
+    scope = _action_scope(request, fragment)
+    try:
+        pin_fragment(request.user, fragment, scope, reason=request.POST.get("reason", ""))
+    except InvalidOperation as exc:
+        return _invalid(request, exc)
+    return _action_response(request, fragment, scope)
+
+
+@login_required
+@require_POST
+def unpin(request: HttpRequest, fragment_id: str) -> HttpResponse:
+    fragment = get_fragment(request, fragment_id)
+    scope = _action_scope(request, fragment)
+    unpin_fragment(request.user, fragment, scope)
+    return _action_response(request, fragment, scope)
+
+
+@login_required
+@require_POST
+def retire(request: HttpRequest, fragment_id: str) -> HttpResponse:
+    fragment = get_fragment(request, fragment_id)
+    retire_fragment(request.user, fragment, reason=request.POST.get("reason", ""))
+    return _action_response(request, fragment, _action_scope(request, fragment))
+
+
+@login_required
+@require_POST
+def negative(request: HttpRequest, fragment_id: str) -> HttpResponse:
+    fragment = get_fragment(request, fragment_id)
+    mark_negative(request.user, fragment, request.POST.get("value", "1") == "1")
+    return _action_response(request, fragment, _action_scope(request, fragment))

@@ -1,0 +1,140 @@
+"""Ingestion: upload files or register a server path; jobs with live progress and errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.db import transaction
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_GET, require_POST
+
+from accounts.models import Organization, Scope, ScopeKind
+from contexts.console.forms import PathForm, UploadForm
+from contexts.console.querysets import visible
+from contexts.console.rendering import htmx_partial
+from contexts.console.views.common import get_org, org_context, paginate
+from contexts.ingestion.sources import INGESTIBLE_SUFFIXES
+from contexts.services.errors import InvalidOperation
+from contexts.services.jobs import create_job, enqueue
+
+INGEST_KINDS = (ScopeKind.ORG, ScopeKind.REPO, ScopeKind.PERSONA)
+MAX_UPLOAD_FILES = 200
+
+
+def curatable_scopes(request: HttpRequest, org: Organization) -> list[Scope]:
+    seen = visible(request)
+    scopes = seen.scopes().filter(org=org, kind__in=INGEST_KINDS).order_by("kind", "label")
+    order = {kind: i for i, kind in enumerate(INGEST_KINDS)}
+    return sorted((s for s in scopes if seen.may("curate", s)),
+                  key=lambda s: (order[s.kind], s.label))
+
+
+def _page(request: HttpRequest, org: Organization, *, upload_form=None, path_form=None,
+          status: int = 200) -> HttpResponse:
+    seen = visible(request)
+    scopes = curatable_scopes(request, org)
+    may_register_paths = seen.may("administer", org.scope)
+    jobs = paginate(request, seen.jobs().filter(org=org).select_related("scope", "created_by"))
+    return render(request, "console/ingest.html", {
+        **org_context(request, org, "ingest"), "jobs": jobs, "scopes": scopes,
+        "upload_form": upload_form or UploadForm(scopes=scopes),
+        "path_form": path_form or (PathForm(scopes=scopes) if may_register_paths else None),
+        "max_bytes": settings.INGEST_MAX_FILE_BYTES,
+    }, status=status)
+
+
+@login_required
+@require_GET
+def ingest(request: HttpRequest, slug: str) -> HttpResponse:
+    return _page(request, get_org(request, slug))
+
+
+def _chosen_scope(request: HttpRequest, org: Organization, public_id: str) -> Scope:
+    return get_object_or_404(visible(request).scopes().filter(org=org), public_id=public_id)
+
+
+def _upload_errors(files) -> list[str]:
+    errors = []
+    if len(files) > MAX_UPLOAD_FILES:
+        errors.append(f"at most {MAX_UPLOAD_FILES} files at once")
+    for upload in files:
+        name = Path(upload.name).name
+        if Path(name).suffix.lower() not in INGESTIBLE_SUFFIXES:
+            errors.append(f"{name}: unsupported file type")
+        elif upload.size > settings.INGEST_MAX_FILE_BYTES:
+            errors.append(f"{name}: larger than {settings.INGEST_MAX_FILE_BYTES} bytes")
+    return errors
+
+
+@login_required
+@require_POST
+def ingest_upload(request: HttpRequest, slug: str) -> HttpResponse:
+    org = get_org(request, slug)
+    form = UploadForm(request.POST, request.FILES, scopes=curatable_scopes(request, org))
+    if not form.is_valid():
+        return _page(request, org, upload_form=form, status=400)
+    files = form.cleaned_data["files"]
+    for error in _upload_errors(files):
+        form.add_error("files", error)
+    if form.errors:
+        return _page(request, org, upload_form=form, status=400)
+    scope = _chosen_scope(request, org, form.cleaned_data["scope"])
+    # As POST /api/sources does: the job first, then its files under MEDIA_ROOT/uploads/<job>/.
+    with transaction.atomic():
+        job = create_job(request.user, scope, "", source_kind="upload",
+                         created_by=request.user)
+        folder = Path(settings.MEDIA_ROOT) / "uploads" / job.public_id
+        folder.mkdir(parents=True, exist_ok=True)
+        for upload in files:
+            with open(folder / Path(upload.name).name, "wb") as out:
+                for piece in upload.chunks():
+                    out.write(piece)
+        job.source = str(folder)
+        job.save(update_fields=["source"])
+        enqueue(job)
+    messages.success(request, f"Job {job.public_id} queued with {len(files)} file(s).")
+    return redirect("console:ingest", slug=org.slug)
+
+
+@login_required
+@require_POST
+def ingest_path(request: HttpRequest, slug: str) -> HttpResponse:
+    """A directory on the server: administrators only, since it reads the server's disk."""
+    org = get_org(request, slug)
+    if not visible(request).may("administer", org.scope):
+        raise PermissionDenied("only administrators register server paths")
+    form = PathForm(request.POST, scopes=curatable_scopes(request, org))
+    if not form.is_valid():
+        return _page(request, org, path_form=form, status=400)
+    scope = _chosen_scope(request, org, form.cleaned_data["scope"])
+    try:
+        with transaction.atomic():
+            job = create_job(request.user, scope, form.cleaned_data["path"].strip(),
+                             created_by=request.user)
+            enqueue(job)
+    except InvalidOperation as exc:
+        form.add_error("path" if exc.field == "path" else None, str(exc))
+        return _page(request, org, path_form=form, status=400)
+    messages.success(request, f"Job {job.public_id} queued.")
+    return redirect("console:ingest", slug=org.slug)
+
+
+@login_required
+@require_GET
+def job_detail(request: HttpRequest, job_id: str) -> HttpResponse:
+    job = get_object_or_404(visible(request).jobs().select_related("org", "scope", "created_by"),
+                            public_id=job_id)
+    context = {"job": job}
+    if htmx_partial(request, f"job-{job.public_id}"):
+        return render(request, "htmx/job_row.html", context)
+    if htmx_partial(request, "job-progress"):
+        return render(request, "htmx/job_progress.html", context)
+    return render(request, "console/job_detail.html",
+                  {**org_context(request, job.org, "ingest"), **context})
+
+

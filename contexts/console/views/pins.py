@@ -1,0 +1,102 @@
+"""Pins board per scope: ordered pins, up/down (and drag) reordering, expiry, unpin."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest
+from django.shortcuts import redirect
+from django.utils import timezone
+from django.views.decorators.http import require_GET, require_POST
+
+from accounts.models import Scope
+from contexts.console.forms import PinExpiryForm
+from contexts.console.querysets import visible
+from contexts.console.rendering import htmx_partial, render_page
+from contexts.console.views.common import get_fragment, get_scope, org_context
+from contexts.models import Pin
+from contexts.services.errors import InvalidOperation
+from contexts.services.pins import move_pin, pin_fragment, reorder_pins, unpin_fragment
+
+BOARD_TARGET = "pins-board"
+
+
+def _board_context(request: HttpRequest, scope: Scope) -> dict:
+    seen = visible(request)
+    pins = list(seen.pins().filter(scope=scope).select_related("fragment", "pinned_by")
+                .order_by("position", "created_at"))
+    for pin in pins:
+        pin.expiry_form = PinExpiryForm(
+            initial={"expires_at": timezone.localtime(pin.expires_at) if pin.expires_at
+                     else None}, prefix=pin.fragment.public_id)
+    return {**org_context(request, scope.org, "overview"), "scope": scope, "pins": pins,
+            "can_pin": seen.may("pin", scope)}
+
+
+def _board(request: HttpRequest, scope: Scope) -> HttpResponse:
+    if htmx_partial(request):
+        return render_page(request, "console/pins.html", "htmx/pins_board.html",
+                           _board_context(request, scope))
+    return redirect("console:scope-pins", scope_id=scope.public_id)
+
+
+@login_required
+@require_GET
+def pins_board(request: HttpRequest, scope_id: str) -> HttpResponse:
+    scope = get_scope(request, scope_id)
+    return render_page(request, "console/pins.html", "htmx/pins_board.html",
+                       _board_context(request, scope), target=BOARD_TARGET)
+
+
+def _pin(request: HttpRequest, scope: Scope, fragment_id: str) -> Pin:
+    fragment = get_fragment(request, fragment_id)
+    pin = Pin.objects.filter(scope=scope, fragment=fragment).select_related("fragment").first()
+    if pin is None:
+        raise Http404
+    return pin
+
+
+@login_required
+@require_POST
+def pin_move(request: HttpRequest, scope_id: str, fragment_id: str) -> HttpResponse:
+    scope = get_scope(request, scope_id)
+    pin = _pin(request, scope, fragment_id)
+    offset = -1 if request.POST.get("direction") == "up" else 1
+    move_pin(request.user, scope, pin.fragment, offset)
+    return _board(request, scope)
+
+
+@login_required
+@require_POST
+def pin_remove(request: HttpRequest, scope_id: str, fragment_id: str) -> HttpResponse:
+    scope = get_scope(request, scope_id)
+    pin = _pin(request, scope, fragment_id)
+    unpin_fragment(request.user, pin.fragment, scope)
+    return _board(request, scope)
+
+
+@login_required
+@require_POST
+def pin_expiry(request: HttpRequest, scope_id: str, fragment_id: str) -> HttpResponse:
+    scope = get_scope(request, scope_id)
+    pin = _pin(request, scope, fragment_id)
+    form = PinExpiryForm(request.POST, prefix=pin.fragment.public_id)
+    if not form.is_valid():
+        messages.error(request, "Give the expiry as a date and time.")
+        return _board(request, scope)
+    pin_fragment(request.user, pin.fragment, scope, reason=pin.reason,
+                 expires_at=form.cleaned_data["expires_at"])
+    return _board(request, scope)
+
+
+@login_required
+@require_POST
+def pin_reorder(request: HttpRequest, scope_id: str) -> HttpResponse:
+    """The drag-and-drop order (``order``: comma-separated fragment ids, every pin once)."""
+    scope = get_scope(request, scope_id)
+    order = [item for item in request.POST.get("order", "").split(",") if item]
+    try:
+        reorder_pins(request.user, scope, order)
+    except InvalidOperation as exc:
+        return HttpResponseBadRequest(str(exc))
+    return _board(request, scope)

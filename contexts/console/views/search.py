@@ -1,0 +1,94 @@
+"""Search preview: the same ``retrieve()`` the API calls, with every signal shown as a bar."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.views.decorators.http import require_GET
+from rest_framework.exceptions import PermissionDenied as ScopeRefused
+
+from accounts.models import Scope
+from contexts.api.retrieve import build_request
+from contexts.console.forms import SearchForm
+from contexts.console.querysets import visible
+from contexts.console.rendering import render_page
+from contexts.console.scores import with_bars
+from contexts.console.views.common import get_org, org_context
+from contexts.models import Pin
+from contexts.retrieval import RetrievalRequest, Weights, retrieve
+from contexts.retrieval.pipeline import resolve_weights
+
+WEIGHT_FIELDS = ("w_r", "w_f", "w_c", "w_p")
+
+
+def _api_data(org, data: dict) -> dict:
+    """The console form in the shape of the API's validated input."""
+    return {
+        "scope": {"org_id": org.public_id, "repo_id": data["repo"] or None,
+                  "persona_id": data["persona"] or None,
+                  "session_id": data["session"].strip() or None},
+        "query": data["query"], "budget_tokens": data["budget_tokens"],
+        "k_lexical": data["k_lexical"], "k_dense": data["k_dense"],
+        "rerank_top": data["rerank_top"],
+        "freshness_halflife_days": data["freshness_halflife_days"],
+        "min_score": data["min_score"], "include_superseded": data["include_superseded"],
+        "as_of": None, "reranker": data["reranker"] or None,
+    }
+
+
+def _with_weights(request: RetrievalRequest, data: dict) -> RetrievalRequest:
+    """Weights typed in the form; the ones left blank keep the persona's (or the defaults)."""
+    if all(data[name] is None for name in WEIGHT_FIELDS):
+        return request
+    base, _ = resolve_weights(request)
+    weights = Weights(**{name: data[name] if data[name] is not None else getattr(base, name)
+                         for name in WEIGHT_FIELDS})
+    return dataclasses.replace(request, weights=weights)
+
+
+@login_required
+@require_GET
+def search(request: HttpRequest, slug: str) -> HttpResponse:
+    org = get_org(request, slug)
+    seen = visible(request)
+    form = SearchForm(request.GET if "query" in request.GET else None,
+                      repos=seen.repositories(org), personas=seen.personas(org))
+    context = {**org_context(request, org, "search"), "form": form, "result": None}
+    if form.is_bound and form.is_valid():
+        data = form.cleaned_data
+        try:
+            retrieval = _with_weights(build_request(request.user, _api_data(org, data)), data)
+        except ScopeRefused:
+            form.add_error(None, "scope not found or not readable")
+        else:
+            try:
+                result = retrieve(retrieval, principal=request.user)
+            except ValueError as exc:  # e.g. a cross-encoder asked for but not configured
+                form.add_error("reranker", str(exc))
+            else:
+                context.update(_result_context(seen, retrieval, result))
+    return render_page(request, "console/search.html", "htmx/search_results.html", context,
+                       target="search-results")
+
+
+def _result_context(seen, retrieval: RetrievalRequest, result) -> dict:
+    pin_scope = Scope.objects.get(pk=retrieval.chain[0])
+    ids = [item.fragment.pk for item in result.fragments]
+    pinned_here = set(Pin.objects.filter(scope=pin_scope, fragment_id__in=ids)
+                      .values_list("fragment_id", flat=True))
+    # Bars are scaled over every candidate, not only the returned ones.
+    scaled = {row["id"]: row for row in with_bars(
+        candidate.as_trace(str(pk)) for pk, candidate in result.candidates.items())}
+    items = [{"item": item, "fragment": item.fragment,
+              "trace": scaled.get(str(item.fragment.pk))
+              or with_bars([item.candidate.as_trace(str(item.fragment.pk))])[0],
+              "is_pinned": item.fragment.pk in pinned_here}
+             for item in result.fragments]
+    return {
+        "result": result, "items": items, "pin_scope": pin_scope,
+        "can_pin": seen.may("pin", pin_scope),
+        "weights": result.weights, "candidate_count": len(result.candidates),
+        "tokens_used": sum(item.tokens for item in result.fragments),
+    }

@@ -1,0 +1,72 @@
+"""Agent tokens of an organization, for its administrators: create (raw shown once), revoke."""
+
+from __future__ import annotations
+
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_http_methods, require_POST
+
+from accounts.models import Organization, ScopeKind
+from accounts.tokens import create_token, revoke_token
+from contexts.console.forms import TokenForm
+from contexts.console.querysets import visible
+from contexts.console.rendering import htmx_partial
+from contexts.console.views.common import get_org, org_context
+
+TOKEN_SCOPE_KINDS = (ScopeKind.ORG, ScopeKind.REPO, ScopeKind.PERSONA, ScopeKind.SESSION,
+                     ScopeKind.CONTEXT)
+
+
+def _administered_org(request: HttpRequest, slug: str) -> Organization:
+    org = get_org(request, slug)  # 404 for strangers
+    if not visible(request).may("administer", org.scope):
+        raise PermissionDenied("only administrators manage tokens")
+    return org
+
+
+def _scopes(request: HttpRequest, org: Organization):
+    order = {kind: i for i, kind in enumerate(TOKEN_SCOPE_KINDS)}
+    return sorted(visible(request).scopes().filter(org=org),
+                  key=lambda s: (order.get(s.kind, 9), s.label))
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def tokens(request: HttpRequest, slug: str) -> HttpResponse:
+    org = _administered_org(request, slug)
+    scopes = _scopes(request, org)
+    created = raw = None
+    status = 200
+    if request.method == "POST":
+        form = TokenForm(request.POST, scopes=scopes)
+        if form.is_valid():
+            chosen = [s for s in scopes if s.public_id in form.cleaned_data["scopes"]]
+            created, raw = create_token(org, form.cleaned_data["name"], chosen,
+                                        created_by=request.user,
+                                        expires_in_days=form.cleaned_data["expires_in_days"])
+            form = TokenForm(scopes=scopes)
+            status = 201
+        else:
+            status = 400
+    else:
+        form = TokenForm(scopes=scopes)
+    response = render(request, "console/tokens.html", {
+        **org_context(request, org, "tokens"), "form": form, "created": created, "raw": raw,
+        "tokens": visible(request).tokens(org).select_related("created_by"),
+    }, status=status)
+    # The raw secret is in this one response only: never cache it.
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+@login_required
+@require_POST
+def token_revoke(request: HttpRequest, slug: str, token_id: str) -> HttpResponse:
+    org = _administered_org(request, slug)
+    token = get_object_or_404(visible(request).tokens(org), public_id=token_id)
+    revoke_token(token)
+    if htmx_partial(request):
+        return render(request, "htmx/token_row.html", {"org": org, "token": token})
+    return redirect("console:tokens", slug=org.slug)

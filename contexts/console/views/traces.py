@@ -1,0 +1,64 @@
+"""Traces explorer: recent retrievals filtered by token, scope and query; one trace's
+candidates with every stage's rank and score."""
+
+from __future__ import annotations
+
+import json
+
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, render
+from django.views.decorators.http import require_GET
+
+from accounts.models import ApiToken, Scope
+from contexts.console.forms import TraceFilterForm
+from contexts.console.querysets import visible
+from contexts.console.rendering import render_page
+from contexts.console.scores import with_bars
+from contexts.console.views.common import get_org, org_context, paginate
+
+
+@login_required
+@require_GET
+def traces(request: HttpRequest, slug: str) -> HttpResponse:
+    org = get_org(request, slug)
+    seen = visible(request)
+    scopes = list(seen.scopes().filter(org=org).order_by("kind", "label"))
+    tokens = list(ApiToken.objects.filter(org=org).order_by("name"))
+    form = TraceFilterForm(request.GET or None, tokens=tokens, scopes=scopes)
+    queryset = seen.traces().filter(org=org).select_related("token", "user")
+    if form.is_bound and form.is_valid():
+        data = form.cleaned_data
+        if data["q"]:
+            queryset = queryset.filter(query__icontains=data["q"])
+        if data["token"] == "-":
+            queryset = queryset.filter(token__isnull=True)
+        elif data["token"]:
+            queryset = queryset.filter(token__public_id=data["token"])
+        if data["scope"]:
+            scope = next(s for s in scopes if s.public_id == data["scope"])
+            queryset = queryset.filter(scope_ids__contains=[scope.pk])
+    context = {**org_context(request, org, "traces"), "form": form,
+               "page": paginate(request, queryset)}
+    return render_page(request, "console/traces.html", "htmx/traces_table.html", context,
+                       target="traces-table")
+
+
+@login_required
+@require_GET
+def trace_detail(request: HttpRequest, trace_id: str) -> HttpResponse:
+    trace = get_object_or_404(visible(request).traces().select_related("org", "token", "user"),
+                              public_id=trace_id)
+    scopes = Scope.objects.filter(id__in=trace.scope_ids).order_by("kind", "label")
+    returned = {item["id"] for item in trace.returned}
+    candidates = with_bars(trace.candidates)
+    links = set(visible(request).fragments().filter(
+        public_id__in=[c["id"] for c in candidates]).values_list("public_id", flat=True))
+    for candidate in candidates:
+        candidate["linkable"] = candidate["id"] in links
+        candidate["was_returned"] = candidate["id"] in returned
+    parameters = [(key, json.dumps(value, sort_keys=True, default=str))
+                  for key, value in sorted(trace.parameters.items())]
+    return render(request, "console/trace_detail.html", {
+        **org_context(request, trace.org, "traces"), "trace": trace, "scopes": scopes,
+        "candidates": candidates, "parameters": parameters})

@@ -1,0 +1,63 @@
+"""Pins board: order, up/down, drag reorder, expiry, unpin."""
+
+import datetime as dt
+
+from django.utils import timezone
+
+from contexts.models import Pin
+from contexts.services.pins import pin_fragment
+from tests.console.conftest import HTMX, client_for, htmx_to
+
+
+def order(scope) -> list[str]:
+    return list(Pin.objects.filter(scope=scope).order_by("position")
+                .values_list("fragment__title", flat=True))
+
+
+def pin_all(cast, notes):
+    for fragment in (notes.limiter, notes.retry, notes.trap):
+        pin_fragment(cast.lead, fragment, cast.repo.scope)
+
+
+def test_up_and_down_reorder_and_swap_the_board(cast, notes):
+    pin_all(cast, notes)
+    client = client_for(cast.lead)
+    base = f"/scopes/{cast.repo.scope.public_id}/pins"
+    response = client.post(f"{base}/{notes.trap.public_id}/move", {"direction": "up"}, **HTMX)
+    assert response.content.decode().startswith('<section id="pins-board"')
+    assert order(cast.repo.scope) == ["Rate limiter", "Do not cache tokens", "retry()"]
+    client.post(f"{base}/{notes.limiter.public_id}/move", {"direction": "down"})
+    assert order(cast.repo.scope) == ["Do not cache tokens", "Rate limiter", "retry()"]
+
+
+def test_drag_order_is_saved(cast, notes):
+    pin_all(cast, notes)
+    ids = [notes.retry.public_id, notes.trap.public_id, notes.limiter.public_id]
+    client = client_for(cast.lead)
+    url = f"/scopes/{cast.repo.scope.public_id}/pins/reorder"
+    assert client.post(url, {"order": ",".join(ids)}, **htmx_to("pins-board")).status_code == 200
+    assert order(cast.repo.scope) == ["retry()", "Do not cache tokens", "Rate limiter"]
+    assert client.post(url, {"order": ids[0]}).status_code == 400
+
+
+def test_expiry_and_unpin(cast, notes):
+    pin_all(cast, notes)
+    client = client_for(cast.lead)
+    base = f"/scopes/{cast.repo.scope.public_id}/pins/{notes.retry.public_id}"
+    client.post(f"{base}/expiry", {f"{notes.retry.public_id}-expires_at": "2030-01-02T03:04"})
+    pin = Pin.objects.get(fragment=notes.retry)
+    assert pin.expires_at == dt.datetime(2030, 1, 2, 3, 4, tzinfo=dt.UTC)
+    Pin.objects.filter(pk=pin.pk).update(expires_at=timezone.now() - dt.timedelta(days=1))
+    board = client.get(f"/scopes/{cast.repo.scope.public_id}/pins/").content.decode()
+    assert "expired" in board
+    client.post(f"{base}/remove")
+    assert order(cast.repo.scope) == ["Rate limiter", "Do not cache tokens"]
+
+
+def test_a_curator_sees_the_board_but_cannot_reorder(cast, notes):
+    pin_all(cast, notes)
+    client = client_for(cast.teammate)
+    page = client.get(f"/scopes/{cast.repo.scope.public_id}/pins/").content.decode()
+    assert "Rate limiter" in page and "/move" not in page and 'draggable="true"' not in page
+    url = f"/scopes/{cast.repo.scope.public_id}/pins/{notes.trap.public_id}/move"
+    assert client.post(url, {"direction": "up"}).status_code == 403
