@@ -1,9 +1,12 @@
 """The embedded services: idempotent start, clean stop, crash recovery, clear port errors."""
 
 import os
+import shutil
 import signal
 import socket
+import tempfile
 import time
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -11,6 +14,15 @@ import pytest
 from contexts.embedded import EmbeddedPostgres, EmbeddedRedis, EmbeddedServiceError, free_port
 
 pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def tmp_path():
+    """Outside pytest's base temp dir: pytest resets that tree to 0700 (also when another
+    pytest process starts), and the embedded server's system user must be able to traverse."""
+    path = Path(tempfile.mkdtemp(prefix="contexts-embedded-"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
 
 
 def _wait_dead(pid: int) -> None:
