@@ -96,14 +96,15 @@ def subscribed_context_scopes(scope_ids: Collection[int]) -> set[int]:
     )
 
 
-def readable_scopes(principal: Any, requested: Iterable[Scope | int] | None = None
-                    ) -> frozenset[int]:
+def readable_scopes(principal: Any, requested: Iterable[Scope | int] | None = None, *,
+                    known: frozenset[int] | None = None) -> frozenset[int]:
     """The scope ids ``principal`` may read; with ``requested``, exactly those ids.
 
     A requested scope the principal may not read (or that does not exist) raises
-    :class:`ScopeDenied` — it is refused, never silently dropped.
+    :class:`ScopeDenied` — it is refused, never silently dropped. ``known`` is this function's
+    own earlier answer for the same principal within one request, to avoid recomputing it.
     """
-    readable = _close_over(_granted_roots(principal))
+    readable = known if known is not None else _close_over(_granted_roots(principal))
     if requested is None:
         return readable
     wanted = frozenset(s.id if isinstance(s, Scope) else int(s) for s in requested)
@@ -112,14 +113,15 @@ def readable_scopes(principal: Any, requested: Iterable[Scope | int] | None = No
     return wanted
 
 
-def retrieval_scopes(principal: Any, chain: Iterable[Scope]) -> frozenset[int]:
+def retrieval_scopes(principal: Any, chain: Iterable[Scope], *,
+                     known: frozenset[int] | None = None) -> frozenset[int]:
     """The effective scope set of a retrieval request.
 
     ``chain`` is the requested session → persona → repository → organization scopes; each must
     be readable. The result adds the contexts defined in those scopes and the published contexts
     they subscribe to — and nothing from sibling scopes (another repository, another session).
     """
-    chain_ids = readable_scopes(principal, chain)
+    chain_ids = readable_scopes(principal, chain, known=known)
     own_contexts = set(
         Scope.objects.filter(parent_id__in=chain_ids, kind="context").values_list("id",
                                                                                 flat=True)

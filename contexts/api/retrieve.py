@@ -122,7 +122,8 @@ def response_payload(result: RetrievalResult) -> dict:
 def build_request(principal, data: dict) -> RetrievalRequest:
     """Validated API input → a retrieval request over the principal's effective scopes."""
     scope = data["scope"]
-    org: Organization = resolve_org(principal, scope["org_id"])
+    readable = readable_scopes(principal)  # once per request
+    org: Organization = resolve_org(principal, scope["org_id"], readable)
     session = resolve_in_org(org, "session", scope.get("session_id"))
     persona = resolve_in_org(org, "persona", scope.get("persona_id"))
     repo = resolve_in_org(org, "repo", scope.get("repo_id"))
@@ -130,10 +131,10 @@ def build_request(principal, data: dict) -> RetrievalRequest:
     # org_id names the namespace; organization-wide knowledge joins the chain when the
     # principal may read it (a token bound to one repository may not). Asked for alone, it
     # must be readable like any other requested scope.
-    if not chain or org.scope_id in readable_scopes(principal):
+    if not chain or org.scope_id in readable:
         chain.append(org.scope)
     try:
-        effective = retrieval_scopes(principal, chain)
+        effective = retrieval_scopes(principal, chain, known=readable)
     except ScopeDenied:
         raise PermissionDenied(SCOPE_REFUSED) from None
     return RetrievalRequest(

@@ -11,7 +11,7 @@ from rest_framework.exceptions import PermissionDenied
 
 from accounts.lookups import find_in_org, find_org
 from accounts.models import Organization, Persona, Repository, Scope, Session
-from accounts.scopes import ScopeDenied, readable_scopes
+from accounts.scopes import readable_scopes
 
 SCOPE_REFUSED = "scope not found or not readable"
 
@@ -20,17 +20,17 @@ def refuse() -> PermissionDenied:
     return PermissionDenied(SCOPE_REFUSED)
 
 
-def resolve_org(principal: Any, ref: str) -> Organization:
+def resolve_org(principal: Any, ref: str, readable: frozenset[int] | None = None
+                ) -> Organization:
+    """The organization, if the principal may read it or anything in it (a token bound to one
+    repository still names the organization as its namespace)."""
     org = find_org(ref)
     if org is None:
         raise refuse()
-    try:
-        readable_scopes(principal, [org.scope])
-    except ScopeDenied:
-        # A token bound below the organization may still use it as the chain's root.
-        if not readable_scopes(principal) & set(
-                Scope.objects.filter(org=org).values_list("id", flat=True)):
-            raise refuse() from None
+    readable = readable if readable is not None else readable_scopes(principal)
+    if org.scope_id not in readable and not readable & set(
+            Scope.objects.filter(org=org).values_list("id", flat=True)):
+        raise refuse()
     return org
 
 

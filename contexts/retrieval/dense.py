@@ -20,22 +20,23 @@ def generations() -> dict[str, EmbeddingGeneration]:
     return {namespace: active_generation(namespace) for namespace in NAMESPACES}
 
 
-def embed_query(query: str, gens: dict[str, EmbeddingGeneration]) -> dict[int, np.ndarray]:
-    """generation id → query vector; namespaces sharing a model share one forward pass."""
-    by_model: dict[str, np.ndarray] = {}
-    vectors = {}
+def embed_query(query: str, gens: dict[str, EmbeddingGeneration]
+                ) -> dict[tuple[int, ...], np.ndarray]:
+    """generation ids → query vector: namespaces sharing a model share one forward pass and
+    one vector search (their similarities are comparable)."""
+    by_model: dict[str, list[EmbeddingGeneration]] = {}
     for generation in gens.values():
-        if generation.model_name not in by_model:
-            by_model[generation.model_name] = embedder_for(generation).encode_query(query)
-        vectors[generation.pk] = by_model[generation.model_name]
-    return vectors
+        by_model.setdefault(generation.model_name, []).append(generation)
+    return {tuple(sorted(g.pk for g in group)): embedder_for(group[0]).encode_query(query)
+            for group in by_model.values()}
 
 
 def vector_literal(vector: np.ndarray) -> str:
     return "[" + ",".join(f"{x:.7g}" for x in vector.tolist()) + "]"
 
 
-def search(org_id: int, vectors: dict[int, np.ndarray], scope_ids: Collection[int], k: int,
+def search(org_id: int, vectors: dict[tuple[int, ...], np.ndarray], scope_ids: Collection[int],
+           k: int,
            statuses: tuple[str, ...] = STATUS_ACTIVE) -> list[tuple[int, float]]:
     """Ranked ``(fragment pk, cosine similarity)`` over all namespaces.
 
@@ -46,19 +47,19 @@ def search(org_id: int, vectors: dict[int, np.ndarray], scope_ids: Collection[in
         return []
     best: dict[int, float] = {}
     with connection.cursor() as cursor:
-        for generation_id, vector in vectors.items():
+        for generation_ids, vector in vectors.items():
             literal = vector_literal(vector)
             cursor.execute(
                 """
                 SELECT e.fragment_id, 1 - (e.embedding <=> %s::vector) AS similarity
                 FROM contexts_embedding e
                 JOIN contexts_fragment f ON f.id = e.fragment_id
-                WHERE e.org_id = %s AND e.generation_id = %s
+                WHERE e.org_id = %s AND e.generation_id = ANY(%s)
                   AND e.scope_ids && %s::int[] AND f.status = ANY(%s)
                 ORDER BY e.embedding <=> %s::vector
                 LIMIT %s
                 """,
-                [literal, org_id, generation_id, pg_int_array(scope_ids), list(statuses),
+                [literal, org_id, list(generation_ids), pg_int_array(scope_ids), list(statuses),
                  literal, k],
             )
             for fragment_id, similarity in cursor.fetchall():

@@ -197,13 +197,13 @@ class Command(BaseCommand):
             tantivy = time.perf_counter() - started
             started = time.perf_counter()
             with connection.cursor() as cursor:
-                for generation_id, vector in vectors.items():
+                for generation_ids, vector in vectors.items():
                     literal = dense.vector_literal(vector)
                     cursor.execute(
                         "SELECT fragment_id FROM contexts_embedding WHERE org_id = %s AND "
-                        "generation_id = %s AND scope_ids && %s::int[] "
+                        "generation_id = ANY(%s) AND scope_ids && %s::int[] "
                         "ORDER BY embedding <=> %s::vector LIMIT 100",
-                        [org.pk, generation_id, "{" + ",".join(map(str, allowed)) + "}",
+                        [org.pk, list(generation_ids), "{" + ",".join(map(str, allowed)) + "}",
                          literal])
                     cursor.fetchall()
             pgvector = time.perf_counter() - started
