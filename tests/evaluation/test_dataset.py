@@ -1,0 +1,60 @@
+"""Reading datasets: BEIR files, ``scopes.tsv``, the ``source.txt`` manifest, the code test."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from contexts.evaluation.dataset import (
+    DatasetError,
+    load,
+    looks_like_python,
+    read_manifest,
+)
+from tests.evaluation.conftest import write_dataset
+
+
+def test_python_is_told_from_prose():
+    assert looks_like_python("def f(x):\n    return x + 1\n")
+    assert looks_like_python("import os\nprint(os.sep)")
+    assert not looks_like_python("Vitamin D deficiency is associated with bone loss.")
+    assert not looks_like_python("aspirin")  # valid Python, but only a bare name
+    assert not looks_like_python("print 'python 2'")
+
+
+def test_the_golden_manifest_selects_sources_not_tests_or_generated_migrations():
+    manifest = read_manifest(Path(__file__).resolve().parent.parent / "golden" / "source.txt")
+    assert manifest.wants("docs/adr/0003-tantivy-for-the-lexical-leg.md")
+    assert manifest.wants("README.md") and manifest.wants("contexts/retrieval/fuse.py")
+    assert manifest.wants("contexts/migrations/0002_embeddings_rls_immutability.py")
+    assert not manifest.wants("contexts/migrations/0001_initial.py")
+    assert not manifest.wants("tests/evaluation/test_golden.py")
+    assert not manifest.wants("contexts/README.md")  # /README.md is the root one only
+
+
+def test_manifest_errors_name_the_line(tmp_path):
+    bad = tmp_path / "source.txt"
+    bad.write_text("root: .\nincludes: *.md\n")
+    with pytest.raises(DatasetError, match="source.txt:2: unknown key"):
+        read_manifest(bad)
+    bad.write_text("include: *.md\n")
+    with pytest.raises(DatasetError, match="'root:' must name"):
+        read_manifest(bad)
+
+
+def test_qrels_and_scopes_are_validated(tmp_path):
+    root = write_dataset(tmp_path / "d", scopes=[("doc", "d1", "alpha"), ("query", "q1", "beta")])
+    data = load(root, "test")
+    assert data.doc_scopes == {"d1": "alpha"} and data.query_scopes == {"q1": "beta"}
+    assert data.qrels["q5"] == {"d7": 2, "d8": 1}
+    (root / "qrels" / "test.tsv").write_text("qid\tdid\tscore\nq1\td1\t1\n")
+    with pytest.raises(DatasetError, match="header must be"):
+        load(root, "test")
+    (root / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\thigh\n")
+    with pytest.raises(DatasetError, match="is not an integer"):
+        load(root, "test")
+    (root / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\n")
+    (root / "scopes.tsv").write_text("doc\td1\n")
+    with pytest.raises(DatasetError, match="scopes.tsv:1"):
+        load(root, "test")
