@@ -392,7 +392,8 @@ class Harness:
             query=text, org_id=org.pk,
             scope_ids=self.scope_ids.get(scope, self.scope_ids[UNSCOPED]),
             budget_tokens=BUDGET_TOKENS, k_lexical=DEPTH, k_dense=DEPTH, rerank_top=DEPTH,
-            legs=spec.legs, reranker=spec.reranker, max_fragments=DEPTH, include_pins=False)
+            legs=spec.legs, reranker=spec.reranker, max_fragments=DEPTH, include_pins=False,
+            count_use=False)
 
     def _run_pipeline(self, org: Organization, name: str,
                       queries: list[tuple[str, str]]) -> PipelineResult:

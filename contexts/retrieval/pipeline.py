@@ -123,7 +123,8 @@ def retrieve(request: RetrievalRequest, *, principal: Any = None,
     result = RetrievalResult(packed, candidates, reranker.name, timings, fusion, weights)
     if record_trace:
         result.trace_id = _store_trace(request, result, fragments, principal, gens)
-    _count_use([c.fragment.pk for c in packed])
+    if request.count_use:
+        _count_use([c.fragment.pk for c in packed])
     observe_retrieval(timings, result.reranker, len(packed))
     return result
 

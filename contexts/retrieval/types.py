@@ -82,6 +82,7 @@ class RetrievalRequest:
     persona_id: int | None = None
     max_fragments: int | None = None
     include_pins: bool = True
+    count_use: bool = True               # evaluation runs do not touch the use counters
 
 
 @dataclass

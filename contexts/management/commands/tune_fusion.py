@@ -65,7 +65,7 @@ class Command(BaseCommand):
                 request = RetrievalRequest(query=text, org_id=org.pk, scope_ids=scope_ids,
                                            budget_tokens=10**7, k_dense=DEPTH, k_lexical=DEPTH,
                                            legs=("dense",), max_fragments=DEPTH,
-                                           include_pins=False)
+                                           include_pins=False, count_use=False)
                 result = retrieve(request, record_trace=False)
                 dense_runs[qid] = [(c.fragment.pk, c.candidate.scores.get("dense", 0.0))
                                    for c in result.fragments]
