@@ -251,13 +251,21 @@ EMBEDDING_MODELS = {
 RETRIEVAL = {
     # Reciprocal Rank Fusion constant and per-leg weights (tuned with `manage.py eval` on
     # train/dev splits; see docs/retrieval-quality.md).
-    "rrf_k": float(env_str("CONTEXTS_RRF_K", "60")),
+    "rrf_k": float(env_str("CONTEXTS_RRF_K", "10")),
     "leg_weights": {"lexical": float(env_str("CONTEXTS_RRF_LEXICAL_WEIGHT", "1.0")),
                     "dense": float(env_str("CONTEXTS_RRF_DENSE_WEIGHT", "1.0"))},
     # Per-namespace overrides of leg_weights.
     "namespace_leg_weights": {
-        "code": {"lexical": float(env_str("CONTEXTS_RRF_CODE_LEXICAL_WEIGHT", "1.0")),
+        "code": {"lexical": float(env_str("CONTEXTS_RRF_CODE_LEXICAL_WEIGHT", "0.2")),
                  "dense": float(env_str("CONTEXTS_RRF_CODE_DENSE_WEIGHT", "1.0"))},
+    },
+    # BM25 field boosts. The title field (heading path, symbol, source path) repeats what the
+    # body and identifier fields already hold; scoring it again over-weights titles (SciFact
+    # train: nDCG@10 0.632 with title 1.0 → 0.684 with 0.0). See docs/retrieval-quality.md.
+    "lexical_field_boosts": {
+        "title": float(env_str("CONTEXTS_BM25_TITLE_BOOST", "0.0")),
+        "body": 1.0,
+        "identifiers": float(env_str("CONTEXTS_BM25_IDENTIFIER_BOOST", "1.0")),
     },
     "reranker": env_str("CONTEXTS_RERANKER", "none"),          # none | cross-encoder
     "cross_encoder": env_str("CONTEXTS_CROSS_ENCODER", ""),    # local path or cached model id

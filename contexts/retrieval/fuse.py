@@ -28,3 +28,29 @@ def rrf(legs: Mapping[str, Sequence[tuple[int, float]]], config: FusionConfig,
         best = sum(config.weight(leg, namespace) for leg in legs) / (config.k + 1) or 1.0
         candidate.relevance = candidate.rrf / best
     return candidates
+
+
+def _min_max(ranked: Sequence[tuple[int, float]]) -> dict[int, float]:
+    if not ranked:
+        return {}
+    scores = [score for _, score in ranked]
+    low, high = min(scores), max(scores)
+    span = (high - low) or 1.0
+    return {pk: (score - low) / span for pk, score in ranked}
+
+
+def convex(legs: Mapping[str, Sequence[tuple[int, float]]], config: FusionConfig,
+           namespaces: Mapping[int, str] | None = None) -> dict[int, Candidate]:
+    """Convex combination of min-max normalised leg scores (Bruch et al., 2022): uses the
+    scores' spread, which RRF throws away. Same Candidate shape as :func:`rrf`; relevance is
+    the weighted mean of normalised scores, 0–1."""
+    namespaces = namespaces or {}
+    candidates = rrf(legs, config, namespaces)  # ranks, raw scores, RRF kept for the trace
+    normalised = {leg: _min_max(ranked) for leg, ranked in legs.items()}
+    for candidate in candidates.values():
+        namespace = namespaces.get(candidate.fragment_id)
+        total = sum(config.weight(leg, namespace) for leg in legs) or 1.0
+        candidate.relevance = sum(
+            config.weight(leg, namespace) * normalised[leg].get(candidate.fragment_id, 0.0)
+            for leg in legs) / total
+    return candidates

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
+from django.conf import settings
+
 from contexts.indexing import lexical_index
 
 
@@ -14,4 +16,5 @@ def search(org_id: int, query: str, scope_ids: Collection[int],
     """Ranked ``(public_id, bm25)``; only active fragments are in the index."""
     if not scope_ids or limit <= 0:
         return []
-    return lexical_index(org_id).search(query, allowed_scope_ids=scope_ids, limit=limit)
+    return lexical_index(org_id).search(query, allowed_scope_ids=scope_ids, limit=limit,
+                                        field_boosts=settings.RETRIEVAL["lexical_field_boosts"])

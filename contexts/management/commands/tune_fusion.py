@@ -20,11 +20,12 @@ from contexts.evaluation.harness import DEPTH, EvalOptions, Harness, create_org,
 from contexts.indexing import lexical_index
 from contexts.models import Fragment, SourcePointer
 from contexts.retrieval import RetrievalRequest, retrieve
-from contexts.retrieval.fuse import rrf
+from contexts.retrieval.fuse import convex, rrf
 from contexts.retrieval.types import FusionConfig
 
 K_GRID = (10, 20, 40, 60, 100)
-LEXICAL_WEIGHTS = (0.2, 0.35, 0.5, 0.75, 1.0, 1.25)
+LEXICAL_WEIGHTS = (0.1, 0.2, 0.35, 0.5, 0.75, 1.0, 1.25)
+CONVEX_WEIGHTS = (0.1, 0.2, 0.3, 0.5, 0.7, 0.85, 1.0, 1.2, 1.5)
 BOOSTS = ({"title": 1.0, "body": 1.0, "identifiers": 2.0},
           {"title": 0.5, "body": 1.0, "identifiers": 1.0},
           {"title": 0.0, "body": 1.0, "identifiers": 1.0},
@@ -113,4 +114,16 @@ class Command(BaseCommand):
             rows.append({"legs": "hybrid", "boosts": BOOSTS[b], "rrf_k": k,
                          "lexical_weight": w,
                          "ndcg@10": round(self._score(harness, queries, fused), 4)})
+        for b, w in itertools.product(lexical_runs, CONVEX_WEIGHTS):
+            config = FusionConfig(weights=(("dense", 1.0), ("lexical", w)))
+
+            def combined(qid, b=b, config=config):
+                candidates = convex({"lexical": lexical_runs[b][qid],
+                                     "dense": dense_runs[qid]}, config, namespaces)
+                return [c.fragment_id for c in sorted(
+                    candidates.values(), key=lambda c: (-c.relevance, c.fragment_id))]
+
+            rows.append({"legs": "hybrid", "method": "convex", "boosts": BOOSTS[b],
+                         "lexical_weight": w,
+                         "ndcg@10": round(self._score(harness, queries, combined), 4)})
         return rows
