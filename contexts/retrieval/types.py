@@ -25,12 +25,14 @@ class FusionConfig:
     k: float = 60.0
     weights: LegWeights = (("dense", 1.0), ("lexical", 1.0))
     namespace_weights: tuple[tuple[str, LegWeights], ...] = ()
+    method: str = "rrf"  # rrf | convex (weighted min-max normalised scores)
 
     @classmethod
     def from_settings(cls) -> FusionConfig:
         conf = settings.RETRIEVAL
         return cls(
             k=float(conf["rrf_k"]), weights=_freeze(conf["leg_weights"]),
+            method=conf.get("fusion", "rrf"),
             namespace_weights=tuple(sorted(
                 (ns, _freeze(w)) for ns, w in conf.get("namespace_leg_weights", {}).items())),
         )
@@ -43,7 +45,7 @@ class FusionConfig:
         return dict(self.weights).get(leg, 0.0)
 
     def as_dict(self) -> dict:
-        return {"rrf_k": self.k, "leg_weights": dict(self.weights),
+        return {"fusion": self.method, "rrf_k": self.k, "leg_weights": dict(self.weights),
                 "namespace_leg_weights": {ns: dict(w) for ns, w in self.namespace_weights}}
 
 
