@@ -21,7 +21,7 @@ from contexts.api.scoping import refuse, resolve_in_org, resolve_org
 from contexts.ingestion.sources import INGESTIBLE_SUFFIXES
 from contexts.models import Context, IngestionJob
 from contexts.services.errors import InvalidOperation
-from contexts.services.jobs import create_job, enqueue
+from contexts.services.jobs import create_job, enqueue, save_uploads
 
 MAX_UPLOAD_FILES = 200
 
@@ -84,14 +84,7 @@ def upload_sources(request: Request) -> Response:
                              context=context, created_by=principal_user(request.user))
         except InvalidOperation as exc:
             raise ValidationError({exc.field or "scope": [str(exc)]}) from exc
-        folder = Path(settings.MEDIA_ROOT) / "uploads" / job.public_id
-        folder.mkdir(parents=True, exist_ok=True)
-        for upload in values["files"]:
-            with open(folder / Path(upload.name).name, "wb") as out:
-                for piece in upload.chunks():
-                    out.write(piece)
-        job.source = str(folder)
-        job.save(update_fields=["source"])
+        save_uploads(job, values["files"])
         enqueue(job)
     return Response(JobSerializer(job).data, status=status.HTTP_202_ACCEPTED)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,18 @@ def create_job(principal: Any, scope: Scope, source: str, *, source_kind: str = 
         org_id=scope.org_id, scope=scope, context=context, source=str(source),
         source_kind=source_kind, owner=owner, created_by=created_by,
     )
+
+
+def save_uploads(job: IngestionJob, files: Iterable[Any]) -> None:
+    """Store uploaded files under MEDIA_ROOT/uploads/<job>/ and make that the job's source."""
+    folder = Path(settings.MEDIA_ROOT) / "uploads" / job.public_id
+    folder.mkdir(parents=True, exist_ok=True)
+    for upload in files:
+        with open(folder / Path(upload.name).name, "wb") as out:
+            for piece in upload.chunks():
+                out.write(piece)
+    job.source = str(folder)
+    job.save(update_fields=["source"])
 
 
 def enqueue(job: IngestionJob) -> None:

@@ -20,7 +20,7 @@ from contexts.console.rendering import htmx_partial
 from contexts.console.views.common import get_org, org_context, paginate
 from contexts.ingestion.sources import INGESTIBLE_SUFFIXES
 from contexts.services.errors import InvalidOperation
-from contexts.services.jobs import create_job, enqueue
+from contexts.services.jobs import create_job, enqueue, save_uploads
 
 INGEST_KINDS = (ScopeKind.ORG, ScopeKind.REPO, ScopeKind.PERSONA)
 MAX_UPLOAD_FILES = 200
@@ -88,14 +88,7 @@ def ingest_upload(request: HttpRequest, slug: str) -> HttpResponse:
     with transaction.atomic():
         job = create_job(request.user, scope, "", source_kind="upload",
                          created_by=request.user)
-        folder = Path(settings.MEDIA_ROOT) / "uploads" / job.public_id
-        folder.mkdir(parents=True, exist_ok=True)
-        for upload in files:
-            with open(folder / Path(upload.name).name, "wb") as out:
-                for piece in upload.chunks():
-                    out.write(piece)
-        job.source = str(folder)
-        job.save(update_fields=["source"])
+        save_uploads(job, files)
         enqueue(job)
     messages.success(request, f"Job {job.public_id} queued with {len(files)} file(s).")
     return redirect("console:ingest", slug=org.slug)
