@@ -23,7 +23,7 @@ from typing import Any
 
 from tree_sitter import Language, Node, Parser
 
-from .packing import LineTable, pack, unique_anchors
+from .packing import Draft, LineTable, build_chunks, pack
 from .tokens import count_tokens
 from .types import Chunk, NormalizedDocument
 
@@ -605,7 +605,7 @@ class _CodeChunker:
         assert self.doc.text.strip(), "empty documents have no chunks"
         comment = self.grammar.comment if self.grammar else "#"
         groups = self._merge(self.units())
-        drafts: list[tuple[str, str, tuple[str, ...], str | None, str, int, int]] = []
+        drafts: list[Draft] = []
         for group in groups:
             symbols: list[str] = []
             for unit in group:
@@ -638,25 +638,8 @@ class _CodeChunker:
                     last.end + 1,
                 )
             )
-        anchors = unique_anchors([draft[0] for draft in drafts])
-        return [
-            Chunk(
-                anchor=anchor,
-                title=title,
-                heading_path=heading_path,
-                symbol=symbol,
-                text=text,
-                start_line=start_line,
-                end_line=end_line,
-                token_count=count_tokens(text),
-                language=self.doc.language,
-                namespace="code",
-                chunker_version=chunker_version,
-            )
-            for anchor, (_, title, heading_path, symbol, text, start_line, end_line) in zip(
-                anchors, drafts, strict=True
-            )
-        ]
+        return build_chunks(drafts, language=self.doc.language, namespace="code",
+                            chunker_version=chunker_version)
 
 
 def chunk_code(doc: NormalizedDocument, *, chunker_version: str) -> list[Chunk]:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
-from .packing import LineTable, pack, split_sentences, unique_anchors
+from .packing import Draft, LineTable, build_chunks, pack, split_sentences
 from .tokens import count_tokens
 from .types import Chunk, NormalizedDocument
 
@@ -310,7 +310,7 @@ class _ProseChunker:
         return " > ".join(crumbs)
 
     def chunks(self, units: list[_Unit], chunker_version: str, plain: bool) -> list[Chunk]:
-        drafts: list[tuple[str, str, tuple[str, ...], str, int, int]] = []
+        drafts: list[Draft] = []
         for group in self._merge(units):
             first, last = group[0], group[-1]
             if first.text is not None:
@@ -326,26 +326,10 @@ class _ProseChunker:
                 base = "/".join(slugify(name) for name in path) if path else PREAMBLE_ANCHOR
             title = path[-1] if path else (self.doc.title or self.doc.path)
             text = f"{self._breadcrumb(path)}\n\n{body.strip()}"
-            drafts.append((base, title, path, text, first.display_start + 1, last.end + 1))
-        anchors = unique_anchors([draft[0] for draft in drafts])
-        return [
-            Chunk(
-                anchor=anchor,
-                title=title,
-                heading_path=path,
-                symbol=None,
-                text=text,
-                start_line=start_line,
-                end_line=end_line,
-                token_count=count_tokens(text),
-                language=self.doc.language,
-                namespace="prose",
-                chunker_version=chunker_version,
-            )
-            for anchor, (_, title, path, text, start_line, end_line) in zip(
-                anchors, drafts, strict=True
-            )
-        ]
+            drafts.append((base, title, path, None, text, first.display_start + 1,
+                           last.end + 1))
+        return build_chunks(drafts, language=self.doc.language, namespace="prose",
+                            chunker_version=chunker_version)
 
 
 def chunk_markdown(doc: NormalizedDocument, *, chunker_version: str) -> list[Chunk]:

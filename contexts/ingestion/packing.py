@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from itertools import accumulate
 
 from .tokens import count_tokens, count_tokens_batch, split_by_tokens
+from .types import Chunk
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 CARRY_TOKENS = 48  # lines before an overlong line that travel with its first piece (< overlap)
@@ -238,3 +239,21 @@ def split_sentences(text: str, max_tokens: int) -> list[str]:
     if current:
         pieces.append(" ".join(current))
     return [piece for piece in pieces if piece]
+
+
+Draft = tuple[str, str, tuple[str, ...], str | None, str, int, int]
+
+
+def build_chunks(drafts: list[Draft], *, language: str, namespace: str,
+                 chunker_version: str) -> list[Chunk]:
+    """(anchor base, title, heading path, symbol, text, start, end) drafts → Chunks with
+    unique anchors and token counts — one constructor for the code and prose chunkers."""
+    anchors = unique_anchors([draft[0] for draft in drafts])
+    return [
+        Chunk(anchor=anchor, title=title, heading_path=tuple(heading_path), symbol=symbol,
+              text=text, start_line=start_line, end_line=end_line,
+              token_count=count_tokens(text), language=language, namespace=namespace,
+              chunker_version=chunker_version)
+        for anchor, (_, title, heading_path, symbol, text, start_line, end_line)
+        in zip(anchors, drafts, strict=True)
+    ]
