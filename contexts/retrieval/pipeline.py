@@ -14,7 +14,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from django.db.models import Q
+from django.db.models import Q, prefetch_related_objects
 from django.utils import timezone
 
 from accounts.models import ApiToken, Persona
@@ -117,6 +117,8 @@ def retrieve(request: RetrievalRequest, *, principal: Any = None,
         compose_started = time.perf_counter()
         compose.score(candidates, fragments, pins, request, weights, persona_halflives)
         packed = compose.pack(candidates, fragments, request)
+        # Citations only for what is returned, not for every candidate.
+        prefetch_related_objects([c.fragment for c in packed], "sources__document__repository")
         timings["compose"] = _ms(compose_started)
     timings["total"] = _ms(started)
 
@@ -155,7 +157,7 @@ def _fetch(request: RetrievalRequest, ids: set[int]) -> dict[int, Fragment]:
         "pk", "public_id", "org_id", "scope_id", "kind", "negative", "title", "heading_path",
         "body", "symbol", "version", "token_count", "status", "last_edited_at", "verified_at",
         "authority", "chunker_version", "namespace", "language",
-    ).prefetch_related("sources__document__repository")
+    )
     return {fragment.pk: fragment for fragment in query}
 
 
