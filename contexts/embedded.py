@@ -16,7 +16,6 @@ from __future__ import annotations
 import importlib.util
 import os
 import pwd
-import shutil
 import signal
 import socket
 import stat
@@ -362,7 +361,3 @@ class EmbeddedStack:
 
     def status(self) -> list[ServiceStatus]:
         return [service.status() for service in self.services]
-
-
-def remove_tree(path: Path) -> None:
-    shutil.rmtree(path, ignore_errors=True)

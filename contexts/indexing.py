@@ -18,7 +18,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from accounts.models import Organization
-from contexts.ingestion.embed import Embedder, get_embedder, resolve_model
+from contexts.ingestion.embed import Embedder, load_embedder, resolve_model
 from contexts.models import Embedding, EmbeddingGeneration, Fragment, FragmentStatus, VectorCache
 from contexts.models.embeddings import GenerationState
 from contexts.search import LexicalDoc, LexicalIndex, identifiers_from_text
@@ -45,12 +45,8 @@ def active_generation(namespace: str) -> EmbeddingGeneration:
 
 
 def embedder_for(generation: EmbeddingGeneration) -> Embedder:
-    if generation.model_name == resolve_model(settings.EMBEDDING_MODELS[generation.namespace]).name:
-        return get_embedder(generation.namespace)
-    from contexts.ingestion.embed import _load
-
-    spec = resolve_model(generation.model_name)
-    return _load(spec.location, spec.name, spec.version)
+    """The model that built ``generation`` (a re-embed may use another than settings name)."""
+    return load_embedder(generation.model_name)
 
 
 def embedding_text_for(title: str, heading_path: Sequence[str], body: str) -> str:

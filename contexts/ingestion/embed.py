@@ -77,7 +77,12 @@ def _load(location: str, name: str, version: str) -> Embedder:
     return Embedder(ModelSpec(name, version, location))
 
 
+def load_embedder(name_or_path: str) -> Embedder:
+    """A model by configured name or path; each distinct model is loaded once per process."""
+    spec = resolve_model(name_or_path)
+    return _load(spec.location, spec.name, spec.version)
+
+
 def get_embedder(namespace: str) -> Embedder:
     """The model of ``namespace``; namespaces configured with the same model share one copy."""
-    spec = resolve_model(settings.EMBEDDING_MODELS[namespace])
-    return _load(spec.location, spec.name, spec.version)
+    return load_embedder(settings.EMBEDDING_MODELS[namespace])
