@@ -53,6 +53,9 @@ def pytest_configure(config: pytest.Config) -> None:
     settings.WHITENOISE_AUTOREFRESH = True
     # PBKDF2's deliberate slowness buys nothing in tests and costs seconds per user.
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    # Until the session's servers are up, point at a port nothing listens on: a test that
+    # touched a developer's `make run` Redis would pass here and fail on a clean machine.
+    settings.CACHES["default"]["LOCATION"] = "redis://127.0.0.1:9/0"
 
 
 @pytest.fixture(scope="session")
@@ -85,6 +88,12 @@ def django_db_modify_db_settings(services: Services) -> None:
                "NAME": "contexts", "PASSWORD": ""})
     db.setdefault("TEST", {})["NAME"] = TEST_DB_NAME
     settings.CACHES["default"]["LOCATION"] = services.redis.url
+    # A cache client created earlier (at import, or by a test without the database) copied
+    # the old location; drop it so the next use connects to the session's Redis.
+    from django.core.cache import caches
+
+    if hasattr(caches._connections, "default"):
+        del caches["default"]
     settings.CELERY_BROKER_URL = services.redis.url
     settings.VAR_DIR = services.root / "var"
     settings.VAR_DIR.mkdir(parents=True, exist_ok=True)
