@@ -5,6 +5,8 @@ Lookups never decide visibility: callers pass the result to ``accounts.scopes``.
 
 from __future__ import annotations
 
+from django.db.models import Q
+
 from accounts.models import Organization, Persona, Repository, Scope, Session
 
 
@@ -16,14 +18,20 @@ class LookupError_(LookupError):
         self.field = field
 
 
+def _by_id_or_slug(queryset, ref: str, slug_field: str):
+    """One query for both spellings (with the scope row, which callers always need); a public
+    id match wins over a slug that happens to look like one."""
+    rows = list(queryset.filter(Q(public_id=ref) | Q(**{slug_field: ref}))
+                .select_related("scope")[:2])
+    return next((row for row in rows if row.public_id == ref), rows[0] if rows else None)
+
+
 def find_org(ref: str) -> Organization | None:
-    return Organization.objects.filter(public_id=ref).first() or \
-        Organization.objects.filter(slug=ref).first()
+    return _by_id_or_slug(Organization.objects.all(), ref, "slug")
 
 
 def find_in_org(model, org: Organization, ref: str, slug_field: str = "slug"):
-    return model.objects.filter(org=org, public_id=ref).first() or \
-        model.objects.filter(org=org, **{slug_field: ref}).first()
+    return _by_id_or_slug(model.objects.filter(org=org), ref, slug_field)
 
 
 def parse_scope_ref(ref: str) -> Scope:

@@ -61,13 +61,17 @@ def _granted_roots(principal: Any) -> set[int] | None:
     return roots
 
 
-def _close_over(roots: set[int] | None) -> frozenset[int]:
-    """Roots plus every scope under them, plus the scopes of contexts they subscribe to."""
+def _close_over(roots: set[int] | None, orgs: set[int] | None = None) -> frozenset[int]:
+    """Roots plus every scope under them, plus the scopes of contexts they subscribe to.
+
+    ``orgs``: the organizations the roots lie in, when the caller already knows them.
+    """
     if roots is None:
         return frozenset(Scope.objects.values_list("id", flat=True))
     if not roots:
         return frozenset()
-    orgs = set(Scope.objects.filter(id__in=roots).values_list("org_id", flat=True))
+    if orgs is None:
+        orgs = set(Scope.objects.filter(id__in=roots).values_list("org_id", flat=True))
     children: dict[int, list[int]] = defaultdict(list)
     for scope_id, parent_id in Scope.objects.filter(org_id__in=orgs).values_list("id",
                                                                                 "parent_id"):
@@ -104,7 +108,12 @@ def readable_scopes(principal: Any, requested: Iterable[Scope | int] | None = No
     :class:`ScopeDenied` — it is refused, never silently dropped. ``known`` is this function's
     own earlier answer for the same principal within one request, to avoid recomputing it.
     """
-    readable = known if known is not None else _close_over(_granted_roots(principal))
+    if known is not None:
+        readable = known
+    else:
+        # A token's scopes all lie in its organization (``accounts.tokens.create_token``).
+        orgs = {principal.org_id} if isinstance(principal, ApiToken) else None
+        readable = _close_over(_granted_roots(principal), orgs)
     if requested is None:
         return readable
     wanted = frozenset(s.id if isinstance(s, Scope) else int(s) for s in requested)

@@ -46,10 +46,9 @@ from contexts.api.fragments import (
     record_feedback,
     write_fragment,
 )
-from contexts.api.retrieve import RetrieveRequestSerializer, build_request, response_payload
+from contexts.api.retrieve import RetrieveRequestSerializer, response_payload, retrieve_for
 from contexts.api.throttling import AgentRateThrottle
 from contexts.models import FragmentKind
-from contexts.retrieval import retrieve as run_retrieval
 
 MCP_PATH = "/mcp"
 # Where BearerTokenMiddleware leaves the verified ApiToken for the tools.
@@ -220,12 +219,8 @@ async def retrieve(
     })
 
     def operation(token: ApiToken) -> dict[str, Any]:
-        request = build_request(token, _validated(RetrieveRequestSerializer, body))
-        try:
-            result = run_retrieval(request, principal=token)
-        except ValueError as exc:  # e.g. a cross-encoder asked for but not configured (as REST)
-            raise exceptions.ValidationError({"reranker": [str(exc)]}) from exc
-        return response_payload(result)
+        return response_payload(
+            retrieve_for(token, _validated(RetrieveRequestSerializer, body)))
 
     return await _run(ctx, operation)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 from django.conf import settings
 from drf_spectacular.utils import OpenApiExample, extend_schema
@@ -14,9 +15,10 @@ from rest_framework.response import Response
 
 from accounts.models import Organization
 from accounts.scopes import ScopeDenied, readable_scopes, retrieval_scopes
+from contexts.api.after_response import run_after_response
 from contexts.api.scoping import SCOPE_REFUSED, resolve_in_org, resolve_org
 from contexts.api.throttling import AgentRateThrottle
-from contexts.retrieval import RetrievalRequest, RetrievalResult, retrieve
+from contexts.retrieval import RetrievalRequest, RetrievalResult, dense, retrieve
 from contexts.retrieval.types import ComposedFragment
 
 LIMITS = settings.RETRIEVAL
@@ -149,6 +151,19 @@ def build_request(principal, data: dict) -> RetrievalRequest:
     )
 
 
+def retrieve_for(principal, data: dict,
+                 defer: Callable[[Callable[[], None]], None] | None = None) -> RetrievalResult:
+    """Validated API input → the bundle (REST and MCP). The query's embedding — the one
+    expensive step — starts first and runs on the other core while scopes are resolved; a
+    refused scope only wastes that forward pass. ``defer``: as in ``retrieve``."""
+    embedding = dense.QueryEmbedding(data["query"], dense.generations())
+    request = build_request(principal, data)
+    try:
+        return retrieve(request, principal=principal, embedding=embedding, defer=defer)
+    except ValueError as exc:  # e.g. a cross-encoder asked for but not configured
+        raise ValidationError({"reranker": [str(exc)]}) from exc
+
+
 @extend_schema(
     summary="Retrieve a cited, scope-safe context bundle within a token budget",
     request=RetrieveRequestSerializer, responses={200: RetrieveResponseSerializer},
@@ -161,9 +176,9 @@ def build_request(principal, data: dict) -> RetrievalRequest:
 def retrieve_view(request: Request) -> Response:
     data = RetrieveRequestSerializer(data=request.data)
     data.is_valid(raise_exception=True)
-    retrieval = build_request(request.user, data.validated_data)
-    try:
-        result = retrieve(retrieval, principal=request.user)
-    except ValueError as exc:  # e.g. a cross-encoder asked for but not configured
-        raise ValidationError({"reranker": [str(exc)]}) from exc
-    return Response(response_payload(result))
+    writes: list[Callable[[], None]] = []
+    result = retrieve_for(request.user, data.validated_data, defer=writes.append)
+    response = Response(response_payload(result))
+    # The trace row and the use counters are written once the answer is on its way.
+    run_after_response(response, writes)
+    return response

@@ -3,13 +3,16 @@ each namespace's active generation, inside the row-level-security context for th
 
 from __future__ import annotations
 
+import time
 from collections.abc import Collection
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 from django.db import connection
 
 from contexts.indexing import NAMESPACES, active_generation, embedder_for
 from contexts.models import EmbeddingGeneration
+from contexts.models.embeddings import GenerationState
 from contexts.services.rls import pg_int_array
 
 STATUS_ACTIVE = ("active",)
@@ -17,7 +20,10 @@ STATUS_ANY = ("active", "superseded", "retired")
 
 
 def generations() -> dict[str, EmbeddingGeneration]:
-    return {namespace: active_generation(namespace) for namespace in NAMESPACES}
+    """namespace → active generation, in one query (created from settings when missing)."""
+    found = {g.namespace: g for g in EmbeddingGeneration.objects.filter(
+        namespace__in=NAMESPACES, state=GenerationState.ACTIVE)}
+    return {ns: found.get(ns) or active_generation(ns) for ns in NAMESPACES}
 
 
 def embed_query(query: str, gens: dict[str, EmbeddingGeneration]
@@ -29,6 +35,31 @@ def embed_query(query: str, gens: dict[str, EmbeddingGeneration]
         by_model.setdefault(generation.model_name, []).append(generation)
     return {tuple(sorted(g.pk for g in group)): embedder_for(group[0]).encode_query(query)
             for group in by_model.values()}
+
+
+# The forward pass runs off the caller's thread: torch releases the GIL, so the caller resolves
+# scopes, reads pins and waits for tantivy on the other core meanwhile. Embedder.encode
+# serialises forward passes per model, so more workers would only queue.
+_embed_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="embed-query")
+
+
+class QueryEmbedding:
+    """The query's vectors, being computed in the background from the moment it is created."""
+
+    def __init__(self, query: str, gens: dict[str, EmbeddingGeneration]) -> None:
+        self.gens = gens
+        self._future: Future = _embed_pool.submit(self._run, query, gens)
+
+    @staticmethod
+    def _run(query: str, gens: dict[str, EmbeddingGeneration]
+             ) -> tuple[dict[tuple[int, ...], np.ndarray], float]:
+        started = time.perf_counter()
+        vectors = embed_query(query, gens)
+        return vectors, round((time.perf_counter() - started) * 1000, 2)
+
+    def result(self) -> tuple[dict[tuple[int, ...], np.ndarray], float]:
+        """(generation ids → vector, milliseconds the forward pass took)."""
+        return self._future.result()
 
 
 def vector_literal(vector: np.ndarray) -> str:

@@ -11,13 +11,15 @@ every database read runs under row-level security for exactly those scopes.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import Any
 
 from django.db.models import Q, prefetch_related_objects
 from django.utils import timezone
 
-from accounts.models import ApiToken, Persona
+from accounts.models import ApiToken, Persona, new_public_id
 from accounts.permissions import principal_user
 from contexts.metrics import observe_retrieval
 from contexts.models import Fragment, Pin, RetrievalTrace
@@ -60,14 +62,27 @@ def _statuses(request: RetrievalRequest) -> tuple[str, ...]:
     return ("active", "superseded") if request.include_superseded else dense.STATUS_ACTIVE
 
 
-def retrieve(request: RetrievalRequest, *, principal: Any = None,
-             record_trace: bool = True) -> RetrievalResult:
+def retrieve(request: RetrievalRequest, *, principal: Any = None, record_trace: bool = True,
+             embedding: dense.QueryEmbedding | None = None,
+             defer: Callable[[Callable[[], None]], None] | None = None) -> RetrievalResult:
+    """Retrieve, trace and count one request.
+
+    ``embedding``: the query's embedding, already started by a caller that had other work to
+    do first (the API resolves scopes meanwhile); started here otherwise. ``defer``: where to
+    hand the writes the answer does not depend on (the trace row — its id is already in the
+    result — and the use counters) so that they run after the response is sent; without it
+    they run before this returns.
+    """
     timings: dict[str, float] = {}
     started = time.perf_counter()
     fusion = request.fusion or FusionConfig.from_settings()
     reranker = get_reranker(request.reranker)
-    weights, persona_halflives = resolve_weights(request)
     scope_ids = request.scope_ids
+    # Both legs start before anything else; generations are read before RLS because the first
+    # call may create a generation row.
+    if embedding is None and "dense" in request.legs:
+        embedding = dense.QueryEmbedding(request.query, dense.generations())
+    gens = embedding.gens if embedding is not None else dense.generations()
 
     lexical_future = None
     if "lexical" in request.legs:
@@ -78,36 +93,35 @@ def retrieve(request: RetrievalRequest, *, principal: Any = None,
 
         lexical_future = _lexical_pool.submit(run_lexical)
 
+    weights, persona_halflives = resolve_weights(request)
+    pins = _pins(request) if request.include_pins else {}
+
     legs: dict[str, list[tuple[int, float]]] = {}
-    gens = dense.generations()  # before RLS: the first call may create a generation row
     with retrieval_scope(scope_ids):
-        if "dense" in request.legs:
-            leg_started = time.perf_counter()
-            vectors = dense.embed_query(request.query, gens)
-            timings["embed_query"] = _ms(leg_started)
+        if embedding is not None and "dense" in request.legs:
+            wait_started = time.perf_counter()
+            vectors, timings["embed_query"] = embedding.result()
+            timings["embed_wait"] = _ms(wait_started)
             db_started = time.perf_counter()
             legs["dense"] = dense.search(request.org_id, vectors, scope_ids, request.k_dense,
                                          _statuses(request))
             timings["dense_search"] = _ms(db_started)
-            timings["dense"] = _ms(leg_started)
+            timings["dense"] = round(timings["embed_query"] + timings["dense_search"], 2)
         lexical_hits: list[tuple[str, float]] = []
         if lexical_future is not None:
             lexical_hits, timings["lexical"] = lexical_future.result()
-        wait_started = time.perf_counter()
+        fetch_started = time.perf_counter()
 
-        pins = _pins(request) if request.include_pins else {}
-        lexical_ids = dict(Fragment.objects.filter(
-            org_id=request.org_id, public_id__in=[fid for fid, _ in lexical_hits]
-        ).values_list("public_id", "pk"))
+        fragments = _fetch(request, {pk for pk, _ in legs.get("dense", ())} | set(pins),
+                           {public_id for public_id, _ in lexical_hits})
         if lexical_future is not None:
-            legs["lexical"] = [(lexical_ids[fid], score) for fid, score in lexical_hits
-                               if fid in lexical_ids]
-        fragments = _fetch(request, {pk for hits in legs.values() for pk, _ in hits} | set(pins))
+            pks = {f.public_id: pk for pk, f in fragments.items()}
+            legs["lexical"] = [(pks[fid], score) for fid, score in lexical_hits if fid in pks]
         # Only what this request may retrieve is fused (e.g. superseded rows a leg still holds).
         legs = {leg: [(pk, score) for pk, score in hits if pk in fragments]
                 for leg, hits in legs.items()}
         candidates = fuse.fuse(legs, fusion, {pk: f.namespace for pk, f in fragments.items()})
-        timings["fetch"] = _ms(wait_started)
+        timings["fetch"] = _ms(fetch_started)
 
         rerank_started = time.perf_counter()
         if not isinstance(reranker, NoReranker):
@@ -123,10 +137,18 @@ def retrieve(request: RetrievalRequest, *, principal: Any = None,
     timings["total"] = _ms(started)
 
     result = RetrievalResult(packed, candidates, reranker.name, timings, fusion, weights)
+    writes: list[Callable[[], None]] = []
     if record_trace:
-        result.trace_id = _store_trace(request, result, fragments, principal, gens)
+        trace = _trace(request, result, fragments, principal, gens)
+        result.trace_id = trace.public_id
+        writes.append(partial(trace.save, force_insert=True))
     if request.count_use:
-        _count_use([c.fragment.pk for c in packed])
+        writes.append(partial(_count_use, [c.fragment.pk for c in packed]))
+    for write in writes:
+        if defer is not None:
+            defer(write)
+        else:
+            write()
     observe_retrieval(timings, result.reranker, len(packed))
     return result
 
@@ -145,9 +167,12 @@ def _pins(request: RetrievalRequest) -> dict[int, int]:
     return pins
 
 
-def _fetch(request: RetrievalRequest, ids: set[int]) -> dict[int, Fragment]:
-    """The candidates' rows — only those visible (RLS) and retrievable at ``as_of``."""
-    query = Fragment.objects.filter(pk__in=ids, org_id=request.org_id,
+def _fetch(request: RetrievalRequest, ids: set[int], public_ids: set[str]
+           ) -> dict[int, Fragment]:
+    """The candidates' rows by pk (dense hits, pins) or public id (tantivy hits), in one
+    query — only those visible (RLS) and retrievable at ``as_of``."""
+    query = Fragment.objects.filter(Q(pk__in=ids) | Q(public_id__in=public_ids),
+                                    org_id=request.org_id,
                                     scope_ids__overlap=list(request.scope_ids),
                                     status__in=_statuses(request))
     if request.as_of is not None:
@@ -178,11 +203,13 @@ def _rerank(reranker, request: RetrievalRequest, candidates, fragments) -> None:
             candidate.relevance *= floor
 
 
-def _store_trace(request: RetrievalRequest, result: RetrievalResult,
-                 fragments: dict[int, Fragment], principal: Any, gens: dict) -> str:
+def _trace(request: RetrievalRequest, result: RetrievalResult, fragments: dict[int, Fragment],
+           principal: Any, gens: dict) -> RetrievalTrace:
+    """The request's trace, not yet saved, with its public id."""
     ids = {pk: f.public_id for pk, f in fragments.items()}
     candidates = sorted(result.candidates.values(), key=lambda c: (-c.final, c.fragment_id))
-    trace = RetrievalTrace.objects.create(
+    return RetrievalTrace(
+        public_id=new_public_id(RetrievalTrace.PUBLIC_ID_PREFIX),
         org_id=request.org_id,
         token=principal if isinstance(principal, ApiToken) else None,
         user=principal_user(principal),
@@ -211,7 +238,6 @@ def _store_trace(request: RetrievalRequest, result: RetrievalResult,
         },
         timings_ms=result.timings_ms,
     )
-    return trace.public_id
 
 
 def _count_use(fragment_ids: list[int]) -> None:

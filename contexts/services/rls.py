@@ -23,13 +23,15 @@ def pg_int_array(values: Collection[int]) -> str:
 @contextmanager
 def retrieval_scope(scope_ids: Collection[int], *, iterative_scan: bool = True) -> Iterator[None]:
     with transaction.atomic():
+        # One round trip: set_config is SET LOCAL for the role and both settings.
+        settings_sql = ["set_config('role', %s, true)",
+                        "set_config('app.allowed_scopes', %s, true)"]
+        params = [RETRIEVAL_ROLE, pg_int_array(scope_ids)]
+        if iterative_scan:
+            # Filtered HNSW scans otherwise stop early and return fewer than k rows.
+            settings_sql.append("set_config('hnsw.iterative_scan', 'relaxed_order', true)")
         with connection.cursor() as cursor:
-            cursor.execute(f"SET LOCAL ROLE {RETRIEVAL_ROLE}")
-            cursor.execute("SELECT set_config('app.allowed_scopes', %s, true)",
-                           [pg_int_array(scope_ids)])
-            if iterative_scan:
-                # Filtered HNSW scans otherwise stop early and return fewer than k rows.
-                cursor.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+            cursor.execute("SELECT " + ", ".join(settings_sql), params)
         try:
             yield
         finally:
@@ -37,5 +39,5 @@ def retrieval_scope(scope_ids: Collection[int], *, iterative_scan: bool = True) 
             # transaction (tests, nested service calls) continues as the application role.
             if not connection.needs_rollback:
                 with connection.cursor() as cursor:
-                    cursor.execute("RESET ROLE")
-                    cursor.execute("SELECT set_config('app.allowed_scopes', '', true)")
+                    cursor.execute("SELECT set_config('role', 'none', true), "
+                                   "set_config('app.allowed_scopes', '', true)")
