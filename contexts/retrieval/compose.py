@@ -15,20 +15,26 @@ from __future__ import annotations
 import datetime as dt
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from django.conf import settings
 from django.utils import timezone
 
 from contexts.ingestion.tokens import count_tokens
 from contexts.models import Fragment
-from contexts.retrieval.types import Candidate, ComposedFragment, RetrievalRequest, Weights
+from contexts.retrieval.types import (
+    Candidate,
+    CandidateRow,
+    ComposedFragment,
+    RetrievalRequest,
+    Weights,
+)
 
 BLANK_RUNS = re.compile(r"\n{3,}")
 HEADER_ALLOWANCE = 64  # tokens a dropped header line can account for
 
 
-def halflife_days(fragment: Fragment, request: RetrievalRequest,
+def halflife_days(fragment: Fragment | CandidateRow, request: RetrievalRequest,
                   persona_halflives: dict | None) -> float:
     if request.freshness_halflife_days:
         return float(request.freshness_halflife_days)
@@ -40,13 +46,13 @@ def halflife_days(fragment: Fragment, request: RetrievalRequest,
     return 90.0
 
 
-def freshness(fragment: Fragment, now: dt.datetime, half_life: float) -> float:
+def freshness(fragment: Fragment | CandidateRow, now: dt.datetime, half_life: float) -> float:
     touched = max(t for t in (fragment.last_edited_at, fragment.verified_at) if t is not None)
     age_days = max(0.0, (now - touched).total_seconds() / 86400)
     return math.exp(-age_days / max(half_life, 1e-6))
 
 
-def compress(fragment: Fragment) -> str:
+def compress(fragment: Fragment | CandidateRow) -> str:
     """Drop the boilerplate first line (the code header ``# path · symbol`` or the prose
     breadcrumb, both carried by ``source`` and ``heading_path``); never paraphrase."""
     text = fragment.body
@@ -59,7 +65,7 @@ def compress(fragment: Fragment) -> str:
     return BLANK_RUNS.sub("\n\n", text).strip()
 
 
-def score(candidates: dict[int, Candidate], fragments: dict[int, Fragment],
+def score(candidates: dict[int, Candidate], rows: dict[int, CandidateRow],
           pins: dict[int, int], request: RetrievalRequest, weights: Weights,
           persona_halflives: dict | None) -> None:
     """Fill freshness, authority, pin and final score of every candidate in place."""
@@ -67,7 +73,7 @@ def score(candidates: dict[int, Candidate], fragments: dict[int, Fragment],
     for fragment_id in pins:
         candidates.setdefault(fragment_id, Candidate(fragment_id))
     for candidate in candidates.values():
-        fragment = fragments.get(candidate.fragment_id)
+        fragment = rows.get(candidate.fragment_id)
         if fragment is None:
             candidate.dropped = "not visible or not retrievable"
             continue
@@ -81,11 +87,13 @@ def score(candidates: dict[int, Candidate], fragments: dict[int, Fragment],
                            + weights.w_p * (1.0 if candidate.pinned else 0.0)) / weights.total
 
 
-def pack(candidates: dict[int, Candidate], fragments: dict[int, Fragment],
-         request: RetrievalRequest) -> list[ComposedFragment]:
-    """Pins first (in pin order), then by final score; greedy into the budget; each once."""
+def pack(candidates: dict[int, Candidate], rows: dict[int, CandidateRow],
+         request: RetrievalRequest,
+         as_model: Callable[[CandidateRow], Fragment]) -> list[ComposedFragment]:
+    """Pins first (in pin order), then by final score; greedy into the budget; each once.
+    ``as_model`` turns a packed row into the Fragment the result cites."""
     ordered: Iterable[Candidate] = sorted(
-        (c for c in candidates.values() if c.fragment_id in fragments),
+        (c for c in candidates.values() if c.fragment_id in rows),
         key=lambda c: (not c.pinned, c.pin_order if c.pinned else 0, -c.final, c.fragment_id),
     )
     used = 0
@@ -97,19 +105,19 @@ def pack(candidates: dict[int, Candidate], fragments: dict[int, Fragment],
         if request.max_fragments is not None and len(packed) >= request.max_fragments:
             candidate.dropped = "over max_fragments"
             continue
-        fragment = fragments[candidate.fragment_id]
+        row = rows[candidate.fragment_id]
         remaining = request.budget_tokens - used
         # Compression only drops a header line: a body far over the remaining budget cannot
         # fit, so skip it without tokenizing.
-        if fragment.token_count > remaining + HEADER_ALLOWANCE:
+        if row.token_count > remaining + HEADER_ALLOWANCE:
             candidate.dropped = "over budget"
             continue
-        text = compress(fragment)
+        text = compress(row)
         tokens = count_tokens(text)
         if used + tokens > request.budget_tokens:
             candidate.dropped = "over budget"
             continue
         used += tokens
         candidate.returned = True
-        packed.append(ComposedFragment(fragment, candidate, text, tokens))
+        packed.append(ComposedFragment(as_model(row), candidate, text, tokens))
     return packed

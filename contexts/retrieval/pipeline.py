@@ -16,22 +16,24 @@ from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any
 
-from django.db.models import Q, prefetch_related_objects
+from django.db import connection
+from django.db.models import Prefetch, Q, prefetch_related_objects
 from django.utils import timezone
 
 from accounts.models import ApiToken, Persona, new_public_id
 from accounts.permissions import principal_user
 from contexts.metrics import observe_retrieval
-from contexts.models import Fragment, Pin, RetrievalTrace
+from contexts.models import Fragment, Pin, RetrievalTrace, SourcePointer
 from contexts.retrieval import compose, dense, fuse, lexical
 from contexts.retrieval.rerank import NoReranker, get_reranker
 from contexts.retrieval.types import (
+    CandidateRow,
     FusionConfig,
     RetrievalRequest,
     RetrievalResult,
     Weights,
 )
-from contexts.services.rls import retrieval_scope
+from contexts.services.rls import pg_int_array, retrieval_scope
 
 # Legs run concurrently: tantivy in a worker thread, the dense leg (which needs this thread's
 # database connection and its RLS transaction) in the caller's thread.
@@ -112,34 +114,35 @@ def retrieve(request: RetrievalRequest, *, principal: Any = None, record_trace: 
             lexical_hits, timings["lexical"] = lexical_future.result()
         fetch_started = time.perf_counter()
 
-        fragments = _fetch(request, {pk for pk, _ in legs.get("dense", ())} | set(pins),
-                           {public_id for public_id, _ in lexical_hits})
+        rows = _fetch(request, {pk for pk, _ in legs.get("dense", ())} | set(pins),
+                      {public_id for public_id, _ in lexical_hits})
         if lexical_future is not None:
-            pks = {f.public_id: pk for pk, f in fragments.items()}
+            pks = {row.public_id: pk for pk, row in rows.items()}
             legs["lexical"] = [(pks[fid], score) for fid, score in lexical_hits if fid in pks]
         # Only what this request may retrieve is fused (e.g. superseded rows a leg still holds).
-        legs = {leg: [(pk, score) for pk, score in hits if pk in fragments]
+        legs = {leg: [(pk, score) for pk, score in hits if pk in rows]
                 for leg, hits in legs.items()}
-        candidates = fuse.fuse(legs, fusion, {pk: f.namespace for pk, f in fragments.items()})
+        candidates = fuse.fuse(legs, fusion, {pk: row.namespace for pk, row in rows.items()})
         timings["fetch"] = _ms(fetch_started)
 
         rerank_started = time.perf_counter()
         if not isinstance(reranker, NoReranker):
-            _rerank(reranker, request, candidates, fragments)
+            _rerank(reranker, request, candidates, rows)
         timings["rerank"] = _ms(rerank_started)
 
         compose_started = time.perf_counter()
-        compose.score(candidates, fragments, pins, request, weights, persona_halflives)
-        packed = compose.pack(candidates, fragments, request)
-        # Citations only for what is returned, not for every candidate.
-        prefetch_related_objects([c.fragment for c in packed], "sources__document__repository")
+        compose.score(candidates, rows, pins, request, weights, persona_halflives)
+        packed = compose.pack(candidates, rows, request, _as_model)
+        # Citations only for what is returned, not for every candidate: one query.
+        prefetch_related_objects([c.fragment for c in packed], Prefetch(
+            "sources", SourcePointer.objects.select_related("document__repository")))
         timings["compose"] = _ms(compose_started)
     timings["total"] = _ms(started)
 
     result = RetrievalResult(packed, candidates, reranker.name, timings, fusion, weights)
     writes: list[Callable[[], None]] = []
     if record_trace:
-        trace = _trace(request, result, fragments, principal, gens)
+        trace = _trace(request, result, rows, principal, gens)
         result.trace_id = trace.public_id
         writes.append(partial(trace.save, force_insert=True))
     if request.count_use:
@@ -167,31 +170,50 @@ def _pins(request: RetrievalRequest) -> dict[int, int]:
     return pins
 
 
+# The candidates' rows, read with one plain query: building ~200 model instances through the
+# ORM cost more than the vector search itself (measured: 12 ms vs 4 ms for the same rows).
+_CANDIDATES_SQL = f"""
+    SELECT {", ".join("id" if f == "pk" else f for f in CandidateRow._fields)}
+    FROM contexts_fragment
+    WHERE org_id = %(org)s AND scope_ids && %(scopes)s::int[] AND status = ANY(%(statuses)s)
+      AND (id = ANY(%(ids)s) OR public_id = ANY(%(public_ids)s))
+"""
+_AS_OF_SQL = " AND valid_from <= %(as_of)s AND (valid_to IS NULL OR valid_to > %(as_of)s)"
+
+
 def _fetch(request: RetrievalRequest, ids: set[int], public_ids: set[str]
-           ) -> dict[int, Fragment]:
-    """The candidates' rows by pk (dense hits, pins) or public id (tantivy hits), in one
-    query — only those visible (RLS) and retrievable at ``as_of``."""
-    query = Fragment.objects.filter(Q(pk__in=ids) | Q(public_id__in=public_ids),
-                                    org_id=request.org_id,
-                                    scope_ids__overlap=list(request.scope_ids),
-                                    status__in=_statuses(request))
-    if request.as_of is not None:
-        query = query.filter(Q(valid_from__lte=request.as_of),
-                             Q(valid_to__isnull=True) | Q(valid_to__gt=request.as_of))
-    query = query.only(
-        "pk", "public_id", "org_id", "scope_id", "kind", "negative", "title", "heading_path",
-        "body", "symbol", "version", "token_count", "status", "last_edited_at", "verified_at",
-        "authority", "chunker_version", "namespace", "language",
-    )
-    return {fragment.pk: fragment for fragment in query}
+           ) -> dict[int, CandidateRow]:
+    """The candidates by pk (dense hits, pins) or public id (tantivy hits) that this request
+    may return: in its scopes (and RLS), with a retrievable status, valid at ``as_of``."""
+    sql = _CANDIDATES_SQL + (_AS_OF_SQL if request.as_of is not None else "")
+    with connection.cursor() as cursor:
+        cursor.execute(sql, {
+            "org": request.org_id, "scopes": pg_int_array(request.scope_ids),
+            "statuses": list(_statuses(request)), "ids": sorted(ids),
+            "public_ids": sorted(public_ids), "as_of": request.as_of,
+        })
+        return {row[0]: CandidateRow(*row) for row in cursor.fetchall()}
 
 
-def _rerank(reranker, request: RetrievalRequest, candidates, fragments) -> None:
-    top = sorted((c for c in candidates.values() if c.fragment_id in fragments),
+# from_db takes the values in the model's field order.
+_MODEL_FIELDS = [f.attname for f in Fragment._meta.concrete_fields
+                 if f.attname in CandidateRow._fields or f.attname == "id"]
+
+
+def _as_model(row: CandidateRow) -> Fragment:
+    """A returned candidate as the model instance callers cite from (its other fields are
+    deferred and load on access)."""
+    values = row._asdict()
+    values["id"] = values.pop("pk")
+    return Fragment.from_db(connection.alias, _MODEL_FIELDS, [values[f] for f in _MODEL_FIELDS])
+
+
+def _rerank(reranker, request: RetrievalRequest, candidates, rows) -> None:
+    top = sorted((c for c in candidates.values() if c.fragment_id in rows),
                  key=lambda c: -c.relevance)[:request.rerank_top]
     if not top:
         return
-    scores = reranker.score(request.query, [fragments[c.fragment_id].body for c in top])
+    scores = reranker.score(request.query, [rows[c.fragment_id].body for c in top])
     for candidate, value in zip(top, scores, strict=True):
         candidate.rerank = round(value, 6)
         candidate.relevance = value
@@ -203,10 +225,10 @@ def _rerank(reranker, request: RetrievalRequest, candidates, fragments) -> None:
             candidate.relevance *= floor
 
 
-def _trace(request: RetrievalRequest, result: RetrievalResult, fragments: dict[int, Fragment],
+def _trace(request: RetrievalRequest, result: RetrievalResult, rows: dict[int, CandidateRow],
            principal: Any, gens: dict) -> RetrievalTrace:
     """The request's trace, not yet saved, with its public id."""
-    ids = {pk: f.public_id for pk, f in fragments.items()}
+    ids = {pk: row.public_id for pk, row in rows.items()}
     candidates = sorted(result.candidates.values(), key=lambda c: (-c.final, c.fragment_id))
     return RetrievalTrace(
         public_id=new_public_id(RetrievalTrace.PUBLIC_ID_PREFIX),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from django.conf import settings
 
@@ -85,6 +86,31 @@ class RetrievalRequest:
     max_fragments: int | None = None
     include_pins: bool = True
     count_use: bool = True               # evaluation runs do not touch the use counters
+
+
+class CandidateRow(NamedTuple):
+    """A candidate fragment's columns as retrieval reads them (one row per candidate); the
+    packed few become ``Fragment`` model instances."""
+
+    pk: int
+    public_id: str
+    org_id: int
+    scope_id: int
+    kind: str
+    namespace: str
+    negative: bool
+    title: str
+    heading_path: list[str]
+    body: str
+    symbol: str
+    version: int
+    token_count: int
+    status: str
+    last_edited_at: dt.datetime
+    verified_at: dt.datetime | None
+    authority: float
+    chunker_version: str
+    language: str
 
 
 @dataclass
