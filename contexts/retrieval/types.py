@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import NamedTuple
 
 from django.conf import settings
@@ -38,12 +39,16 @@ class FusionConfig:
                 (ns, _freeze(w)) for ns, w in conf.get("namespace_leg_weights", {}).items())),
         )
 
+    @cached_property
+    def _weight_table(self) -> dict[str | None, dict[str, float]]:
+        # weight() runs for every candidate × leg; build the lookups once per config.
+        table: dict[str | None, dict[str, float]] = {None: dict(self.weights)}
+        table.update((namespace, dict(weights)) for namespace, weights in self.namespace_weights)
+        return table
+
     def weight(self, leg: str, namespace: str | None = None) -> float:
-        if namespace is not None:
-            for name, weights in self.namespace_weights:
-                if name == namespace:
-                    return dict(weights).get(leg, 0.0)
-        return dict(self.weights).get(leg, 0.0)
+        table = self._weight_table
+        return table.get(namespace, table[None]).get(leg, 0.0)
 
     def as_dict(self) -> dict:
         return {"fusion": self.method, "rrf_k": self.k, "leg_weights": dict(self.weights),
