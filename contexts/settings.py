@@ -269,6 +269,9 @@ RETRIEVAL = {
         "body": 1.0,
         "identifiers": float(env_str("CONTEXTS_BM25_IDENTIFIER_BOOST", "1.0")),
     },
+    # Where the query's forward pass runs: "process" (a child per web process, in parallel
+    # with the request's own work) or "thread". See contexts/retrieval/query_encoder.py.
+    "query_encoder": env_str("CONTEXTS_QUERY_ENCODER", "process"),
     "reranker": env_str("CONTEXTS_RERANKER", "none"),          # none | cross-encoder
     "cross_encoder": env_str("CONTEXTS_CROSS_ENCODER", ""),    # local path or cached model id
     "max_query_chars": env_int("CONTEXTS_MAX_QUERY_CHARS", 4000),

@@ -89,6 +89,12 @@ def _load(location: str, name: str, version: str) -> Embedder:
     return Embedder(ModelSpec(name, version, location))
 
 
+def encode_query_with(specs: Sequence[ModelSpec], text: str) -> list[np.ndarray]:
+    """``text`` embedded by each model: what the query-encoder process runs (it needs no
+    Django, so a spawned interpreter can import and call it)."""
+    return [_load(spec.location, spec.name, spec.version).encode_query(text) for spec in specs]
+
+
 def load_embedder(name_or_path: str) -> Embedder:
     """A model by configured name or path; each distinct model is loaded once per process."""
     spec = resolve_model(name_or_path)

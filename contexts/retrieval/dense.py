@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Collection
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 
 import numpy as np
 from django.db import connection
 
 from contexts.indexing import NAMESPACES, active_generation, embedder_for
+from contexts.ingestion.embed import resolve_model
 from contexts.models import EmbeddingGeneration
 from contexts.models.embeddings import GenerationState
+from contexts.retrieval import query_encoder
 from contexts.services.rls import pg_int_array
 
 STATUS_ACTIVE = ("active",)
@@ -37,29 +39,33 @@ def embed_query(query: str, gens: dict[str, EmbeddingGeneration]
             for group in by_model.values()}
 
 
-# The forward pass runs off the caller's thread: torch releases the GIL, so the caller resolves
-# scopes, reads pins and waits for tantivy on the other core meanwhile. Embedder.encode
-# serialises forward passes per model, so more workers would only queue.
-_embed_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="embed-query")
-
-
 class QueryEmbedding:
-    """The query's vectors, being computed in the background from the moment it is created."""
+    """The query's vectors, being computed (``contexts.retrieval.query_encoder``) from the
+    moment this is created, while the caller does other work."""
 
     def __init__(self, query: str, gens: dict[str, EmbeddingGeneration]) -> None:
         self.gens = gens
-        self._future: Future = _embed_pool.submit(self._run, query, gens)
+        self.query = query
+        # One forward pass per distinct model; namespaces sharing a model share its vector.
+        self._groups: dict[str, list[EmbeddingGeneration]] = {}
+        for generation in gens.values():
+            self._groups.setdefault(generation.model_name, []).append(generation)
+        self._specs = [resolve_model(name) for name in self._groups]
+        self._started = time.perf_counter()
+        self._done_at: float | None = None
+        self._future = query_encoder.submit(self._specs, query)
+        self._future.add_done_callback(self._stamp)
 
-    @staticmethod
-    def _run(query: str, gens: dict[str, EmbeddingGeneration]
-             ) -> tuple[dict[tuple[int, ...], np.ndarray], float]:
-        started = time.perf_counter()
-        vectors = embed_query(query, gens)
-        return vectors, round((time.perf_counter() - started) * 1000, 2)
+    def _stamp(self, _future: Future) -> None:
+        self._done_at = time.perf_counter()
 
     def result(self) -> tuple[dict[tuple[int, ...], np.ndarray], float]:
-        """(generation ids → vector, milliseconds the forward pass took)."""
-        return self._future.result()
+        """(generation ids → vector, milliseconds from start until the vectors were ready)."""
+        vectors = query_encoder.result(self._future, self._specs, self.query)
+        done_at = self._done_at or time.perf_counter()
+        return ({tuple(sorted(g.pk for g in group)): vector
+                 for group, vector in zip(self._groups.values(), vectors, strict=True)},
+                round((done_at - self._started) * 1000, 2))
 
 
 def vector_literal(vector: np.ndarray) -> str:

@@ -100,6 +100,13 @@ def retrieve(request: RetrievalRequest, *, principal: Any = None, record_trace: 
 
     legs: dict[str, list[tuple[int, float]]] = {}
     with retrieval_scope(scope_ids):
+        lexical_hits: list[tuple[str, float]] = []
+        if lexical_future is not None:
+            lexical_hits, timings["lexical"] = lexical_future.result()
+        # Read the rows tantivy and the pins name while the query vector is still on its way.
+        rows_started = time.perf_counter()
+        rows = _fetch(request, set(pins), {public_id for public_id, _ in lexical_hits})
+        timings["lexical_rows"] = _ms(rows_started)
         if embedding is not None and "dense" in request.legs:
             wait_started = time.perf_counter()
             vectors, timings["embed_query"] = embedding.result()
@@ -109,13 +116,10 @@ def retrieve(request: RetrievalRequest, *, principal: Any = None, record_trace: 
                                          _statuses(request))
             timings["dense_search"] = _ms(db_started)
             timings["dense"] = round(timings["embed_query"] + timings["dense_search"], 2)
-        lexical_hits: list[tuple[str, float]] = []
-        if lexical_future is not None:
-            lexical_hits, timings["lexical"] = lexical_future.result()
         fetch_started = time.perf_counter()
-
-        rows = _fetch(request, {pk for pk, _ in legs.get("dense", ())} | set(pins),
-                      {public_id for public_id, _ in lexical_hits})
+        missing = {pk for pk, _ in legs.get("dense", ())} - rows.keys()
+        if missing:
+            rows.update(_fetch(request, missing, set()))
         if lexical_future is not None:
             pks = {row.public_id: pk for pk, row in rows.items()}
             legs["lexical"] = [(pks[fid], score) for fid, score in lexical_hits if fid in pks]
@@ -185,6 +189,8 @@ def _fetch(request: RetrievalRequest, ids: set[int], public_ids: set[str]
            ) -> dict[int, CandidateRow]:
     """The candidates by pk (dense hits, pins) or public id (tantivy hits) that this request
     may return: in its scopes (and RLS), with a retrievable status, valid at ``as_of``."""
+    if not ids and not public_ids:
+        return {}
     sql = _CANDIDATES_SQL + (_AS_OF_SQL if request.as_of is not None else "")
     with connection.cursor() as cursor:
         cursor.execute(sql, {
