@@ -156,7 +156,7 @@ def retrieve_for(principal, data: dict,
     """Validated API input → the bundle (REST and MCP). The query's embedding — the one
     expensive step — starts first and runs on the other core while scopes are resolved; a
     refused scope only wastes that forward pass. ``defer``: as in ``retrieve``."""
-    embedding = dense.QueryEmbedding(data["query"], dense.generations())
+    embedding = dense.QueryEmbedding(data["query"])
     request = build_request(principal, data)
     try:
         return retrieve(request, principal=principal, embedding=embedding, defer=defer)

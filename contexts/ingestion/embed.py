@@ -32,6 +32,7 @@ class ModelSpec:
     location: str   # what SentenceTransformer loads
 
 
+@cache  # reading package metadata costs ~2 ms; a process sees one install
 def resolve_model(name_or_path: str) -> ModelSpec:
     if name_or_path in PACKAGED_MODELS:
         module, dist = PACKAGED_MODELS[name_or_path]

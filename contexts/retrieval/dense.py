@@ -4,10 +4,11 @@ each namespace's active generation, inside the row-level-security context for th
 from __future__ import annotations
 
 import time
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 from concurrent.futures import Future
 
 import numpy as np
+from django.conf import settings
 from django.db import connection
 
 from contexts.indexing import NAMESPACES, active_generation, embedder_for
@@ -41,16 +42,16 @@ def embed_query(query: str, gens: dict[str, EmbeddingGeneration]
 
 class QueryEmbedding:
     """The query's vectors, being computed (``contexts.retrieval.query_encoder``) from the
-    moment this is created, while the caller does other work."""
+    moment this is created, while the caller does other work.
 
-    def __init__(self, query: str, gens: dict[str, EmbeddingGeneration]) -> None:
-        self.gens = gens
+    It starts with the configured models before the active generations are even read; a
+    generation built with another model (mid re-embed) gets its vector when asked for.
+    """
+
+    def __init__(self, query: str, model_names: Iterable[str] | None = None) -> None:
         self.query = query
-        # One forward pass per distinct model; namespaces sharing a model share its vector.
-        self._groups: dict[str, list[EmbeddingGeneration]] = {}
-        for generation in gens.values():
-            self._groups.setdefault(generation.model_name, []).append(generation)
-        self._specs = [resolve_model(name) for name in self._groups]
+        names = model_names if model_names is not None else settings.EMBEDDING_MODELS.values()
+        self._specs = list({spec.name: spec for spec in map(resolve_model, names)}.values())
         self._started = time.perf_counter()
         self._done_at: float | None = None
         self._future = query_encoder.submit(self._specs, query)
@@ -59,12 +60,21 @@ class QueryEmbedding:
     def _stamp(self, _future: Future) -> None:
         self._done_at = time.perf_counter()
 
-    def result(self) -> tuple[dict[tuple[int, ...], np.ndarray], float]:
-        """(generation ids → vector, milliseconds from start until the vectors were ready)."""
-        vectors = query_encoder.result(self._future, self._specs, self.query)
+    def result(self, gens: dict[str, EmbeddingGeneration]
+               ) -> tuple[dict[tuple[int, ...], np.ndarray], float]:
+        """(generation ids → vector, milliseconds from start until the vectors were ready).
+        Namespaces sharing a model share one vector and one search."""
+        vectors = dict(zip((spec.name for spec in self._specs),
+                           query_encoder.result(self._future, self._specs, self.query),
+                           strict=True))
         done_at = self._done_at or time.perf_counter()
-        return ({tuple(sorted(g.pk for g in group)): vector
-                 for group, vector in zip(self._groups.values(), vectors, strict=True)},
+        groups: dict[str, list[EmbeddingGeneration]] = {}
+        for generation in gens.values():
+            groups.setdefault(generation.model_name, []).append(generation)
+        for name in groups.keys() - vectors.keys():
+            vectors[name] = embedder_for(groups[name][0]).encode_query(self.query)
+        return ({tuple(sorted(g.pk for g in group)): vectors[name]
+                 for name, group in groups.items()},
                 round((done_at - self._started) * 1000, 2))
 
 

@@ -80,11 +80,11 @@ def retrieve(request: RetrievalRequest, *, principal: Any = None, record_trace: 
     fusion = request.fusion or FusionConfig.from_settings()
     reranker = get_reranker(request.reranker)
     scope_ids = request.scope_ids
-    # Both legs start before anything else; generations are read before RLS because the first
+    # Both legs start before anything else. Generations are read before RLS because the first
     # call may create a generation row.
     if embedding is None and "dense" in request.legs:
-        embedding = dense.QueryEmbedding(request.query, dense.generations())
-    gens = embedding.gens if embedding is not None else dense.generations()
+        embedding = dense.QueryEmbedding(request.query)
+    gens = dense.generations()
 
     lexical_future = None
     if "lexical" in request.legs:
@@ -109,7 +109,7 @@ def retrieve(request: RetrievalRequest, *, principal: Any = None, record_trace: 
         timings["lexical_rows"] = _ms(rows_started)
         if embedding is not None and "dense" in request.legs:
             wait_started = time.perf_counter()
-            vectors, timings["embed_query"] = embedding.result()
+            vectors, timings["embed_query"] = embedding.result(gens)
             timings["embed_wait"] = _ms(wait_started)
             db_started = time.perf_counter()
             legs["dense"] = dense.search(request.org_id, vectors, scope_ids, request.k_dense,

@@ -61,3 +61,16 @@ def test_an_unknown_mode_is_a_configuration_error(settings) -> None:
     settings.RETRIEVAL = {**settings.RETRIEVAL, "query_encoder": "gpu"}
     with pytest.raises(ImproperlyConfigured, match="CONTEXTS_QUERY_ENCODER"):
         query_encoder.submit(SPECS, QUERY)
+
+
+@pytest.mark.django_db
+def test_a_generation_of_another_model_gets_its_vector_when_asked() -> None:
+    from contexts.retrieval import dense
+
+    gens = dense.generations()
+    # Started with no model at all: every active generation's model is "another" one.
+    vectors, _ms = dense.QueryEmbedding(QUERY, model_names=[]).result(gens)
+    expected = dense.embed_query(QUERY, gens)
+    assert vectors.keys() == expected.keys()
+    for key, vector in expected.items():
+        np.testing.assert_allclose(vectors[key], vector, atol=1e-5)
