@@ -16,6 +16,9 @@ django_application = get_asgi_application()
 from starlette.types import ASGIApp, Receive, Scope, Send  # noqa: E402
 
 from contexts.mcp_server import MCP_PATH, build_application  # noqa: E402
+from contexts.retrieval import query_encoder  # noqa: E402
+
+query_encoder.warm()
 
 
 class Router:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
+import os
 import threading
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -23,13 +24,14 @@ import numpy as np
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
-from contexts.ingestion.embed import ModelSpec, encode_query_with
+from contexts.ingestion.embed import ModelSpec, encode_query_with, resolve_model
 
 logger = logging.getLogger(__name__)
 
 # Embedder.encode serialises forward passes per model, so more threads would only queue.
 _threads = ThreadPoolExecutor(max_workers=2, thread_name_prefix="embed-query")
 _process: ProcessPoolExecutor | None = None
+_process_pid = 0  # the process that created _process (a pool does not survive a fork)
 _process_lock = threading.Lock()
 
 
@@ -44,14 +46,22 @@ def mode() -> str:
 
 
 def _pool() -> ProcessPoolExecutor:
-    global _process
+    global _process, _process_pid
     with _process_lock:
-        if _process is None:
+        if _process is None or _process_pid != os.getpid():
             # spawn, not fork: a forked child would share the parent's database connections
             # and torch's thread pools.
             _process = ProcessPoolExecutor(max_workers=1,
                                            mp_context=multiprocessing.get_context("spawn"))
+            _process_pid = os.getpid()
         return _process
+
+
+def warm() -> None:
+    """Start the child and load its models now (a few seconds, in the background) rather than
+    on the first request. Called by the WSGI and ASGI entry points."""
+    if mode() == "process":
+        submit([resolve_model(name) for name in set(settings.EMBEDDING_MODELS.values())], "")
 
 
 def _discard(pool: ProcessPoolExecutor) -> None:
