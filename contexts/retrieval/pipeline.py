@@ -35,8 +35,9 @@ from contexts.retrieval.types import (
 )
 from contexts.services.rls import pg_int_array, retrieval_scope
 
-# Legs run concurrently: tantivy in a worker thread, the dense leg (which needs this thread's
-# database connection and its RLS transaction) in the caller's thread.
+# Legs run concurrently: the query's forward pass in the query encoder, tantivy in a worker
+# thread, and the database reads (which need this thread's connection and its RLS transaction)
+# in the caller's thread.
 _lexical_pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="lexical")
 
 

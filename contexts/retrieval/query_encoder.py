@@ -3,8 +3,9 @@
 The API starts embedding the query first and resolves scopes, reads pins and waits for tantivy
 meanwhile. On a thread that overlap is mostly lost: torch holds the GIL while it computes, so
 the forward pass and the request's own Python take turns (measured on 2 cores: a 20 ms pass
-took 30 ms beside scope resolution). A child process per web process — spawned on first use,
-holding its own copy of the model — runs it truly in parallel (24 ms for both together).
+took 30 ms beside scope resolution). A child process per web process — spawned when the web
+entry point loads (``warm``) or on first use, holding its own copy of the model — runs it truly
+in parallel (24 ms for both together).
 ``CONTEXTS_QUERY_ENCODER=thread`` keeps everything in-process (less memory, no child).
 
 If the child dies, the request falls back to the thread and the next one spawns a new child.
