@@ -154,7 +154,7 @@ def build_request(principal, data: dict) -> RetrievalRequest:
 def retrieve_for(principal, data: dict,
                  defer: Callable[[Callable[[], None]], None] | None = None) -> RetrievalResult:
     """Validated API input → the bundle (REST and MCP). The query's embedding — the one
-    expensive step — starts first and runs on the other core while scopes are resolved; a
+    expensive step — starts first and runs in the query encoder while scopes are resolved; a
     refused scope only wastes that forward pass. ``defer``: as in ``retrieve``."""
     embedding = dense.QueryEmbedding(data["query"])
     request = build_request(principal, data)
