@@ -21,7 +21,7 @@ import socket
 import stat
 import subprocess
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 PG_SYSTEM_USER = "embedded_postgres"  # postgres refuses to run as root
@@ -335,6 +335,7 @@ class EmbeddedStack:
     def __init__(self, var_dir: Path, pg_port: int, redis_port: int, *, postgres: bool = True,
                  redis: bool = True) -> None:
         self.services: list[EmbeddedPostgres | EmbeddedRedis] = []
+        self.started: list[EmbeddedPostgres | EmbeddedRedis] = []  # by start(), not attached
         if postgres:
             self.services.append(EmbeddedPostgres(var_dir, pg_port))
         if redis:
@@ -353,7 +354,22 @@ class EmbeddedStack:
         )
 
     def start(self) -> list[ServiceStatus]:
-        return [service.start() for service in self.services]
+        """Start what is not running and attach to what is; remember which is which."""
+        statuses = []
+        for service in self.services:
+            running = service.status().running
+            status = service.start()
+            if not running:
+                self.started.append(service)
+            statuses.append(status if not running else
+                            replace(status, detail=f"{status.detail} (attached)"))
+        return statuses
+
+    def stop_started(self) -> None:
+        """Stop only what :meth:`start` started: servers someone else runs keep running."""
+        for service in reversed(self.started):
+            service.stop()
+        self.started.clear()
 
     def stop(self) -> None:
         for service in reversed(self.services):

@@ -11,7 +11,13 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from contexts.embedded import EmbeddedPostgres, EmbeddedRedis, EmbeddedServiceError, free_port
+from contexts.embedded import (
+    EmbeddedPostgres,
+    EmbeddedRedis,
+    EmbeddedServiceError,
+    EmbeddedStack,
+    free_port,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -75,3 +81,24 @@ def test_a_taken_port_gives_a_clear_message(tmp_path):
             EmbeddedPostgres(tmp_path, port).start()
         with pytest.raises(EmbeddedServiceError, match="CONTEXTS_REDIS_PORT"):
             EmbeddedRedis(tmp_path, port).start()
+
+
+def test_a_stack_stops_only_what_it_started(tmp_path):
+    port = free_port()
+    someone_elses = EmbeddedRedis(tmp_path, port)
+    running = someone_elses.start()
+    try:
+        stack = EmbeddedStack(tmp_path, free_port(), port, postgres=False)
+        [status] = stack.start()
+        assert status.pid == running.pid and "attached" in status.detail
+        stack.stop_started()
+        assert someone_elses.status().running  # `make run` leaves a server it attached to
+
+        someone_elses.stop()
+        stack = EmbeddedStack(tmp_path, free_port(), port, postgres=False)
+        [status] = stack.start()
+        assert status.running and "attached" not in status.detail
+        stack.stop_started()
+        assert not someone_elses.status().running
+    finally:
+        someone_elses.stop()

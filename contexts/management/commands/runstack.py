@@ -56,7 +56,7 @@ class Command(BaseCommand):
             pass
         finally:
             self._stop_children()
-            stack.stop()
+            stack.stop_started()
             self.stdout.write("stopped.")
 
     def _on_signal(self, signum: int, frame) -> None:
