@@ -29,15 +29,22 @@ def generations() -> dict[str, EmbeddingGeneration]:
     return {ns: found.get(ns) or active_generation(ns) for ns in NAMESPACES}
 
 
+def _by_model(gens: dict[str, EmbeddingGeneration]
+              ) -> dict[str, tuple[tuple[int, ...], EmbeddingGeneration]]:
+    """model name → (its generations' ids, one of them): namespaces sharing a model share one
+    forward pass and one vector search (their similarities are comparable)."""
+    groups: dict[str, list[EmbeddingGeneration]] = {}
+    for generation in gens.values():
+        groups.setdefault(generation.model_name, []).append(generation)
+    return {name: (tuple(sorted(g.pk for g in group)), group[0])
+            for name, group in groups.items()}
+
+
 def embed_query(query: str, gens: dict[str, EmbeddingGeneration]
                 ) -> dict[tuple[int, ...], np.ndarray]:
-    """generation ids → query vector: namespaces sharing a model share one forward pass and
-    one vector search (their similarities are comparable)."""
-    by_model: dict[str, list[EmbeddingGeneration]] = {}
-    for generation in gens.values():
-        by_model.setdefault(generation.model_name, []).append(generation)
-    return {tuple(sorted(g.pk for g in group)): embedder_for(group[0]).encode_query(query)
-            for group in by_model.values()}
+    """generation ids → query vector, computed here and now."""
+    return {ids: embedder_for(generation).encode_query(query)
+            for ids, generation in _by_model(gens).values()}
 
 
 class QueryEmbedding:
@@ -62,19 +69,14 @@ class QueryEmbedding:
 
     def result(self, gens: dict[str, EmbeddingGeneration]
                ) -> tuple[dict[tuple[int, ...], np.ndarray], float]:
-        """(generation ids → vector, milliseconds from start until the vectors were ready).
-        Namespaces sharing a model share one vector and one search."""
+        """(generation ids → vector, milliseconds from start until the vectors were ready)."""
         vectors = dict(zip((spec.name for spec in self._specs),
                            query_encoder.result(self._future, self._specs, self.query),
                            strict=True))
         done_at = self._done_at or time.perf_counter()
-        groups: dict[str, list[EmbeddingGeneration]] = {}
-        for generation in gens.values():
-            groups.setdefault(generation.model_name, []).append(generation)
-        for name in groups.keys() - vectors.keys():
-            vectors[name] = embedder_for(groups[name][0]).encode_query(self.query)
-        return ({tuple(sorted(g.pk for g in group)): vectors[name]
-                 for name, group in groups.items()},
+        return ({ids: vectors[name] if name in vectors
+                 else embedder_for(generation).encode_query(self.query)
+                 for name, (ids, generation) in _by_model(gens).items()},
                 round((done_at - self._started) * 1000, 2))
 
 

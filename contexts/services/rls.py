@@ -22,6 +22,7 @@ def pg_int_array(values: Collection[int]) -> str:
 
 @contextmanager
 def retrieval_scope(scope_ids: Collection[int], *, iterative_scan: bool = True) -> Iterator[None]:
+    nested = connection.in_atomic_block
     with transaction.atomic():
         # One round trip: set_config is SET LOCAL for the role and both settings.
         settings_sql = ["set_config('role', %s, true)",
@@ -37,7 +38,8 @@ def retrieval_scope(scope_ids: Collection[int], *, iterative_scan: bool = True) 
         finally:
             # SET LOCAL outlives a savepoint release; reset explicitly so an enclosing
             # transaction (tests, nested service calls) continues as the application role.
-            if not connection.needs_rollback:
+            # An outermost block needs no reset: its COMMIT ends the settings (the API path).
+            if nested and not connection.needs_rollback:
                 with connection.cursor() as cursor:
                     cursor.execute("SELECT set_config('role', 'none', true), "
                                    "set_config('app.allowed_scopes', '', true)")

@@ -1,6 +1,7 @@
 """Row-level security for the retrieval role fails closed and shows exactly the set scopes."""
 
 import numpy as np
+import pytest
 from django.db import connection
 
 from contexts.models import Embedding, EmbeddingGeneration, Fragment
@@ -63,3 +64,19 @@ def test_scopes_set_read_exactly_their_rows(cast):
         assert _visible_ids() == ({fragments["globex"].pk}, {fragments["globex"].pk})
     # Outside the block the application role sees everything again.
     assert Fragment.objects.count() == len(fragments)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_outermost_block_leaves_the_connection_as_the_application_role():
+    # No explicit reset runs here (the API path): COMMIT must end the role and the scopes.
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT current_user")
+        application_user = cursor.fetchone()[0]
+    assert not connection.in_atomic_block
+    with retrieval_scope([1, 2]):
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT current_user, current_setting('app.allowed_scopes', true)")
+            assert cursor.fetchone() == ("contexts_retrieval", "{1,2}")
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT current_user, current_setting('app.allowed_scopes', true)")
+        assert cursor.fetchone() in {(application_user, ""), (application_user, None)}

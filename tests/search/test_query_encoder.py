@@ -74,3 +74,25 @@ def test_a_generation_of_another_model_gets_its_vector_when_asked() -> None:
     assert vectors.keys() == expected.keys()
     for key, vector in expected.items():
         np.testing.assert_allclose(vectors[key], vector, atol=1e-5)
+
+
+def test_warm_starts_the_child_in_process_mode_only(settings) -> None:
+    settings.RETRIEVAL = {**settings.RETRIEVAL, "query_encoder": "thread"}
+    before = query_encoder._process
+    query_encoder.warm()
+    assert query_encoder._process is before
+    settings.RETRIEVAL = {**settings.RETRIEVAL, "query_encoder": "process"}
+    try:
+        query_encoder.warm()
+        assert query_encoder._process is not None and query_encoder._process_pid == os.getpid()
+    finally:
+        query_encoder._discard(query_encoder._process)
+
+
+def test_a_pool_inherited_across_a_fork_is_not_reused(process_mode) -> None:
+    inherited = query_encoder._pool()
+    query_encoder._process_pid = -1  # as if this process were a fork of the pool's owner
+    try:
+        assert query_encoder._pool() is not inherited
+    finally:
+        inherited.shutdown(wait=False)
