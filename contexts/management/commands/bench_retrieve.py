@@ -9,13 +9,9 @@ three organizations with repositories, personas and contexts. The corpus is kept
 
 from __future__ import annotations
 
-import http.client
 import json
-import os
 import random
 import statistics
-import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
@@ -26,8 +22,8 @@ from django.db import connection
 
 from accounts.models import Organization, Repository
 from accounts.tokens import create_token
-from contexts.embedded import free_port
 from contexts.indexing import embed_fragments, lexical_index, rebuild_lexical_index
+from contexts.loadtest import Ask, connect, gunicorn, percentile, retrieve
 from contexts.models import Fragment
 from contexts.models.fragments import fragment_public_id
 from contexts.retrieval import dense
@@ -71,11 +67,6 @@ def load_queries(limit: int) -> list[str]:
     return found[:limit]
 
 
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
-
-
 class Command(BaseCommand):
     help = "Benchmark POST /api/contexts/retrieve against the sum of its raw parts."
 
@@ -93,13 +84,8 @@ class Command(BaseCommand):
             org = rng.choice(orgs)
             repo = rng.choice(list(org.repositories.all()))
             asks.append((org, repo, text))
-        port = free_port()
-        server = self._serve(port, workers)
-        try:
-            http_ms = self._http(port, asks, tokens)
-        finally:
-            server.terminate()
-            server.wait(timeout=20)
+        with gunicorn(workers, env={"CONTEXTS_THROTTLE_AGENT": "1000000/min"}) as base_url:
+            http_ms = self._http(base_url, asks, tokens)
         raw_ms, parts = self._raw(asks)
         self._report(http_ms, raw_ms, parts, fragments)
 
@@ -140,42 +126,16 @@ class Command(BaseCommand):
         return orgs
 
     # -- the endpoint --------------------------------------------------------------------------
-    def _serve(self, port: int, workers: int) -> subprocess.Popen:
-        env = {**os.environ, "DJANGO_SETTINGS_MODULE": "contexts.settings",
-               "CONTEXTS_THROTTLE_AGENT": "1000000/min"}
-        server = subprocess.Popen(
-            [sys.executable, "-m", "gunicorn", "contexts.wsgi:application", "--bind",
-             f"127.0.0.1:{port}", "--workers", str(workers), "--log-level", "warning"],
-            env=env, cwd=settings.BASE_DIR)
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            try:
-                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
-                conn.request("GET", "/api/")
-                conn.getresponse().read()
-                return server
-            except OSError:
-                time.sleep(0.5)
-        server.kill()
-        raise CommandError("gunicorn did not start")
-
-    def _http(self, port: int, asks, tokens) -> list[float]:
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    def _http(self, base_url: str, asks, tokens) -> list[float]:
+        conn = connect(base_url)
         timings = []
         warmup = asks[:20]
         for phase, batch in (("warm-up", warmup), ("measure", asks)):
             for org, repo, text in batch:
-                body = json.dumps({"query": text, "scope": {"org_id": org.slug,
-                                                            "repo_id": repo.slug}})
-                started = time.perf_counter()
-                conn.request("POST", "/api/contexts/retrieve", body=body, headers={
-                    "Content-Type": "application/json",
-                    "Authorization": f"Bearer {tokens[org.pk]}"})
-                response = conn.getresponse()
-                payload = response.read()
-                elapsed = (time.perf_counter() - started) * 1000
-                if response.status != 200:
-                    raise CommandError(f"HTTP {response.status}: {payload[:300]!r}")
+                status, payload, elapsed = retrieve(conn, tokens[org.pk], Ask(
+                    text, {"org_id": org.slug, "repo_id": repo.slug}))
+                if status != 200:
+                    raise CommandError(f"HTTP {status}: {payload[:300]!r}")
                 if phase == "measure":
                     timings.append(elapsed)
         return timings
