@@ -55,6 +55,18 @@ def local_secret_key(path: Path) -> str:
     return path.read_text().strip()
 
 
+# CONTEXTS_PRODUCTION=true (docker/compose.yaml sets it): secrets come from the environment
+# only. A missing SECRET_KEY, or the compose file's "change-me…" placeholder, stops the start
+# instead of quietly generating a key that differs per container and per volume.
+PRODUCTION = env_bool("CONTEXTS_PRODUCTION", False)
+if PRODUCTION:
+    from django.core.exceptions import ImproperlyConfigured
+
+    if not env_str("SECRET_KEY") or env_str("SECRET_KEY").startswith("change-me"):
+        raise ImproperlyConfigured("SECRET_KEY (or SECRET_KEY_FILE) must be set to a long "
+                                   "random value when CONTEXTS_PRODUCTION is on")
+    if DEBUG:
+        raise ImproperlyConfigured("DEBUG must be off when CONTEXTS_PRODUCTION is on")
 SECRET_KEY = env_str("SECRET_KEY") or local_secret_key(VAR_DIR / "secret_key")
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1],testserver")
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS")
@@ -98,6 +110,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "contexts.security.ContentSecurityPolicyMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
 ]
 
@@ -149,6 +162,9 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
 ]
 LOGIN_URL = "console:login"
+# Failed console logins per client address and username within the window; then 429.
+LOGIN_FAILURE_LIMIT = env_int("CONTEXTS_LOGIN_FAILURE_LIMIT", 10)
+LOGIN_FAILURE_WINDOW_SECONDS = env_int("CONTEXTS_LOGIN_FAILURE_WINDOW_SECONDS", 300)
 LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "console:login"
 
@@ -182,6 +198,12 @@ SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
 X_FRAME_OPTIONS = "DENY"
+# Sent by contexts.security.ContentSecurityPolicyMiddleware; see there why styles may be inline.
+CONTENT_SECURITY_POLICY = env_str("CONTENT_SECURITY_POLICY", "; ".join([
+    "default-src 'self'", "script-src 'self'", "style-src 'self' 'unsafe-inline'",
+    "img-src 'self' data:", "font-src 'self' data:", "connect-src 'self'",
+    "object-src 'none'", "base-uri 'self'", "form-action 'self'", "frame-ancestors 'none'",
+]))
 if env_bool("USE_X_FORWARDED_PROTO", False):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 

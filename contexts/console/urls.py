@@ -7,6 +7,7 @@ from contexts.console.views import (
     home,
     inbox,
     jobs,
+    login,
     pins,
     search,
     tokens,
@@ -16,9 +17,7 @@ from contexts.console.views import (
 app_name = "console"
 
 urlpatterns = [
-    path("login/", auth_views.LoginView.as_view(template_name="console/login.html",
-                                                redirect_authenticated_user=True),
-         name="login"),
+    path("login/", login.ThrottledLoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("", home.home, name="home"),
     path("switch/", home.switch_org, name="switch-org"),

@@ -1,0 +1,76 @@
+"""The console's login form, with failed attempts limited per client address and username.
+
+Guessing passwords through the form costs one Redis counter per (address, username) and fixed
+window, the same atomic counter the API's per-token throttle uses: after
+``LOGIN_FAILURE_LIMIT`` failures within ``LOGIN_FAILURE_WINDOW_SECONDS`` the form answers 429 —
+even to the right password, so the guessing cannot go on — until the window ends. The address is
+``REMOTE_ADDR``, never a forwarded header a client could set to dodge the limit.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+
+from django.conf import settings
+from django.contrib.auth.views import LoginView
+from django.http import HttpRequest, HttpResponse
+from redis.exceptions import RedisError
+
+from contexts.api.throttling import AgentRateThrottle
+
+
+class LoginFailureThrottle(AgentRateThrottle):
+    """Counts failed logins of one username from one address (not requests of a principal)."""
+
+    scope = "login"
+    rate = "login"  # the limit comes from settings, see parse_rate
+
+    def __init__(self, username: str) -> None:
+        self.username = username.strip().casefold()  # "Admin" and "admin" share a bucket
+        super().__init__()
+
+    def parse_rate(self, rate: str) -> tuple[int, int]:
+        return (getattr(settings, "LOGIN_FAILURE_LIMIT", 10),
+                getattr(settings, "LOGIN_FAILURE_WINDOW_SECONDS", 300))
+
+    def get_cache_key(self, request, view) -> str:
+        ident = hashlib.sha256(
+            f"{request.META.get('REMOTE_ADDR', '')}|{self.username}".encode()).hexdigest()
+        return self.cache_format % {"scope": self.scope, "ident": ident}
+
+    def locked(self, request: HttpRequest) -> bool:
+        """Has this (address, username) used up its failures in the current window?"""
+        now = self.timer()
+        window = int(now // self.duration)
+        self.window_ends_at = (window + 1) * self.duration
+        try:  # the bucket allow_request counts in
+            failures = self.cache.get(f"{self.get_cache_key(request, None)}:{window}", 0)
+        except RedisError:
+            return False  # as for the API: a limit nobody can count is lifted, not an outage
+        return failures >= self.num_requests
+
+    def record_failure(self, request: HttpRequest) -> None:
+        self.allow_request(request, None)
+
+
+class ThrottledLoginView(LoginView):
+    template_name = "console/login.html"
+    redirect_authenticated_user = True
+
+    def post(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:
+        self.throttle = LoginFailureThrottle(request.POST.get("username", ""))
+        if self.throttle.locked(request):
+            wait = math.ceil(self.throttle.wait())
+            minutes = max(1, math.ceil(wait / 60))
+            message = (f"Too many failed log-in attempts for this account from your address. "
+                       f"Try again in {minutes} minute{'s' if minutes > 1 else ''}.")
+            response = self.render_to_response(
+                self.get_context_data(form=self.get_form(), locked_out=message), status=429)
+            response["Retry-After"] = str(wait)
+            return response
+        return super().post(request, *args, **kwargs)
+
+    def form_invalid(self, form) -> HttpResponse:
+        self.throttle.record_failure(self.request)
+        return super().form_invalid(form)
