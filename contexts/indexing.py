@@ -21,7 +21,13 @@ from accounts.models import Organization
 from contexts.ingestion.embed import Embedder, load_embedder, resolve_model
 from contexts.models import Embedding, EmbeddingGeneration, Fragment, FragmentStatus, VectorCache
 from contexts.models.embeddings import GenerationState
-from contexts.search import LexicalDoc, LexicalIndex, identifiers_from_text
+from contexts.search import (
+    IndexSchemaMismatch,
+    IndexUnavailable,
+    LexicalDoc,
+    LexicalIndex,
+    identifiers_from_text,
+)
 
 logger = logging.getLogger(__name__)
 NAMESPACES = ("prose", "code")
@@ -182,7 +188,13 @@ def sync_lexical(fragment_ids: Iterable[int]) -> None:
 def rebuild_lexical_index(org: Organization, batch: int = 2000) -> int:
     """Recreate the organization's tantivy index from PostgreSQL; returns documents indexed."""
     index = lexical_index(org)
-    index.clear()
+    try:
+        index.clear()
+    except (IndexUnavailable, IndexSchemaMismatch, ValueError):
+        # Deleted or corrupted: tantivy cannot open it even to clear it. PostgreSQL holds
+        # everything the index does, so start from an empty one.
+        logger.warning("lexical index of org %s is unreadable; recreating it", org.pk)
+        index.recreate()
     ids = list(Fragment.objects.filter(org=org, status=FragmentStatus.ACTIVE)
                .values_list("pk", flat=True))
     for start in range(0, len(ids), batch):

@@ -48,6 +48,7 @@ from contexts.api.fragments import (
 )
 from contexts.api.retrieve import RetrieveRequestSerializer, response_payload, retrieve_for
 from contexts.api.throttling import AgentRateThrottle
+from contexts.availability import require_broker
 from contexts.models import FragmentKind
 
 MCP_PATH = "/mcp"
@@ -248,6 +249,7 @@ async def write_session_fragment(
                           "kind": kind, "heading_path": heading_path})
 
     def operation(token: ApiToken) -> dict[str, Any]:
+        require_broker()  # as the REST API does for every write (contexts.availability)
         fragment = write_fragment(token, _validated(FragmentInSerializer, data))
         return {"id": fragment.public_id, "version": fragment.version,
                 "scope": fragment.scope.public_id, "kind": fragment.kind}
@@ -272,6 +274,7 @@ async def feedback(
     data = _without_none({"signal": signal, "trace_id": trace_id})
 
     def operation(token: ApiToken) -> dict[str, Any]:
+        require_broker()
         validated = _validated(FeedbackSerializer, data)
         fragment = record_feedback(token, fragment_id, validated["signal"])
         return {"id": fragment.public_id, "signal": validated["signal"]}

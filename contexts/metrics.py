@@ -27,10 +27,16 @@ RETRIEVALS = Counter("contexts_retrievals_total", "Retrievals served", ["reranke
 RETRIEVED_FRAGMENTS = Counter("contexts_retrieved_fragments_total",
                               "Fragments returned by retrievals")
 
+DEGRADED_RETRIEVALS = Counter("contexts_retrievals_degraded_total",
+                              "Retrievals served without a leg that failed", ["leg"])
 
-def observe_retrieval(timings_ms: dict[str, float], reranker: str, returned: int) -> None:
+
+def observe_retrieval(timings_ms: dict[str, float], reranker: str, returned: int,
+                      degraded: dict[str, str] | None = None) -> None:
     for stage, ms in timings_ms.items():
         RETRIEVE_STAGE_SECONDS.labels(stage=stage).observe(ms / 1000)
+    for leg in degraded or ():
+        DEGRADED_RETRIEVALS.labels(leg=leg).inc()
     RETRIEVALS.labels(reranker=reranker.split(":", 1)[0]).inc()
     RETRIEVED_FRAGMENTS.inc(returned)
 

@@ -10,6 +10,13 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from django.conf import settings
+from django.core.exceptions import (
+    RequestDataTooBig,
+    SuspiciousOperation,
+    TooManyFieldsSent,
+    TooManyFilesSent,
+)
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.views import defaults
 from rest_framework import exceptions, status
@@ -52,9 +59,34 @@ def _first_field_error(detail: Any, prefix: str = "") -> tuple[str | None, str]:
     return (prefix or None, str(detail))
 
 
+def _refused_request(exc: SuspiciousOperation) -> exceptions.APIException:
+    """Django's refusals while parsing a form/multipart body (raised inside DRF's parsing, so
+    Django's own 400 handling never sees them) as API errors."""
+    from contexts.api.validation import too_large
+
+    if isinstance(exc, RequestDataTooBig):
+        return too_large()
+    if isinstance(exc, TooManyFilesSent):
+        return exceptions.ValidationError(
+            {"files": [f"at most {settings.DATA_UPLOAD_MAX_NUMBER_FILES} files at once"]})
+    if isinstance(exc, TooManyFieldsSent):
+        return exceptions.ValidationError(
+            [f"at most {settings.DATA_UPLOAD_MAX_NUMBER_FIELDS} fields at once"])
+    return exceptions.ParseError("malformed request")
+
+
 def exception_handler(exc: Exception, context: dict) -> Response | None:
+    from contexts.availability import DATABASE_DOWN, DATABASE_DOWN_MESSAGE, ServiceUnavailable
+
     if isinstance(exc, Http404):
         exc = exceptions.NotFound()
+    elif isinstance(exc, DATABASE_DOWN):
+        # A lost connection (e.g. PostgreSQL restarting) is a retryable 503, not a 500; the
+        # broken connection is discarded when the request ends.
+        logger.warning("database unavailable: %s", exc)
+        exc = ServiceUnavailable(DATABASE_DOWN_MESSAGE, "database_unavailable")
+    elif isinstance(exc, SuspiciousOperation):
+        exc = _refused_request(exc)
     response = drf_exception_handler(exc, context)
     if response is None:
         # An unexpected error: log it with the traceback, answer in the API's own shape.
@@ -71,7 +103,7 @@ def exception_handler(exc: Exception, context: dict) -> Response | None:
     elif isinstance(exc, exceptions.APIException):
         code = exc.get_codes() if isinstance(exc.get_codes(), str) else exc.default_code
         body = error_body(str(code), str(exc.detail), getattr(exc, "field", None))
-        if isinstance(exc, exceptions.Throttled) and exc.wait is not None:
+        if getattr(exc, "wait", None) is not None:  # throttled, or a service is down
             body["error"]["retry_after"] = exc.wait
     else:  # pragma: no cover - DRF only handles APIException subclasses
         body = error_body("error", str(exc))
@@ -79,29 +111,29 @@ def exception_handler(exc: Exception, context: dict) -> Response | None:
     return response
 
 
-def _is_api(request: HttpRequest) -> bool:
+def is_api(request: HttpRequest) -> bool:
     return request.path.startswith("/api/") or request.path.startswith("/mcp")
 
 
 def handler404(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
-    if _is_api(request):
+    if is_api(request):
         return JsonResponse(error_body("not_found", "not found"), status=404)
     return defaults.page_not_found(request, exception)
 
 
 def handler500(request: HttpRequest) -> HttpResponse:
-    if _is_api(request):
+    if is_api(request):
         return JsonResponse(error_body("server_error", "internal server error"), status=500)
     return defaults.server_error(request)
 
 
 def handler403(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
-    if _is_api(request):
+    if is_api(request):
         return JsonResponse(error_body("permission_denied", "permission denied"), status=403)
     return defaults.permission_denied(request, exception)
 
 
 def handler400(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
-    if _is_api(request):
+    if is_api(request):
         return JsonResponse(error_body("bad_request", "bad request"), status=400)
     return defaults.bad_request(request, exception)

@@ -14,8 +14,10 @@ from rest_framework.response import Response
 from accounts.models import Scope
 from accounts.permissions import may
 from accounts.scopes import readable_scopes
+from contexts.api.schema import AUTH, BODY, errors
 from contexts.api.scoping import refuse, resolve_in_org, resolve_org
 from contexts.api.throttling import AgentRateThrottle
+from contexts.api.validation import StrictSerializer
 from contexts.models import Fragment, FragmentKind, RetrievalTrace
 from contexts.services.errors import InvalidOperation
 from contexts.services.fragments import create_fragment
@@ -23,7 +25,7 @@ from contexts.services.fragments import create_fragment
 MAX_BODY_CHARS = 50_000
 
 
-class TargetScopeSerializer(serializers.Serializer):
+class TargetScopeSerializer(StrictSerializer):
     org_id = serializers.CharField(max_length=64)
     repo_id = serializers.CharField(max_length=64, required=False, allow_blank=True,
                                     allow_null=True)
@@ -33,7 +35,7 @@ class TargetScopeSerializer(serializers.Serializer):
                                        allow_null=True)
 
 
-class FragmentInSerializer(serializers.Serializer):
+class FragmentInSerializer(StrictSerializer):
     scope = TargetScopeSerializer()
     body = serializers.CharField(max_length=MAX_BODY_CHARS)
     title = serializers.CharField(max_length=300, required=False, allow_blank=True)
@@ -79,7 +81,8 @@ def write_fragment(principal, data: dict) -> Fragment:
 
 
 @extend_schema(summary="Write a fragment (agents: into a session scope)",
-               request=FragmentInSerializer, responses={201: FragmentCreatedSerializer})
+               request=FragmentInSerializer,
+               responses={201: FragmentCreatedSerializer, **errors(*BODY, *AUTH, 429)})
 @api_view(["POST"])
 @throttle_classes([AgentRateThrottle])
 def fragments_view(request: Request) -> Response:
@@ -91,9 +94,14 @@ def fragments_view(request: Request) -> Response:
                     status=status.HTTP_201_CREATED)
 
 
-class FeedbackSerializer(serializers.Serializer):
+class FeedbackSerializer(StrictSerializer):
     signal = serializers.ChoiceField(choices=["helped", "hurt", "cited"])
     trace_id = serializers.CharField(max_length=40, required=False, allow_blank=True)
+
+
+class FeedbackAcceptedSerializer(serializers.Serializer):
+    id = serializers.CharField()
+    signal = serializers.CharField()
 
 
 def visible_fragment(principal, public_id: str) -> Fragment:
@@ -112,7 +120,8 @@ def record_feedback(principal, public_id: str, signal: str) -> Fragment:
 
 
 @extend_schema(summary="Tell Contexts whether a fragment helped", request=FeedbackSerializer,
-               responses={202: dict})
+               responses={202: FeedbackAcceptedSerializer,
+                          **errors(*BODY, *AUTH, 404, 429)})
 @api_view(["POST"])
 @throttle_classes([AgentRateThrottle])
 def feedback_view(request: Request, fragment_id: str) -> Response:
@@ -131,7 +140,26 @@ def visible_trace(principal, trace_id: str) -> RetrievalTrace:
     return trace
 
 
-@extend_schema(summary="A stored retrieval trace", responses={200: dict})
+class TraceSerializer(serializers.Serializer):
+    """What ``trace_view`` answers (the stored JSON columns are described, not constrained)."""
+
+    id = serializers.CharField()
+    query = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    principal = serializers.CharField(allow_null=True, help_text="token id or username")
+    scopes = serializers.ListField(child=serializers.CharField())
+    parameters = serializers.JSONField()
+    reranker = serializers.CharField()
+    candidates = serializers.JSONField(help_text="every candidate's per-stage scores")
+    returned = serializers.JSONField()
+    versions = serializers.JSONField()
+    timings_ms = serializers.JSONField()
+    degraded = serializers.DictField(child=serializers.CharField(),
+                                     help_text="leg → why it did not run")
+
+
+@extend_schema(summary="A stored retrieval trace",
+               responses={200: TraceSerializer, **errors(*AUTH, 404)})
 @api_view(["GET"])
 def trace_view(request: Request, trace_id: str) -> Response:
     trace = visible_trace(request.user, trace_id)
@@ -144,5 +172,5 @@ def trace_view(request: Request, trace_id: str) -> Response:
         "parameters": trace.parameters,
         "reranker": trace.reranker, "candidates": trace.candidates,
         "returned": trace.returned, "versions": trace.versions,
-        "timings_ms": trace.timings_ms,
+        "timings_ms": trace.timings_ms, "degraded": trace.degraded,
     })

@@ -16,8 +16,10 @@ from rest_framework.response import Response
 from accounts.models import Organization
 from accounts.scopes import ScopeDenied, readable_scopes, retrieval_scopes
 from contexts.api.after_response import run_after_response
+from contexts.api.schema import AUTH, BODY, errors
 from contexts.api.scoping import SCOPE_REFUSED, resolve_in_org, resolve_org
 from contexts.api.throttling import AgentRateThrottle
+from contexts.api.validation import StrictSerializer
 from contexts.retrieval import RetrievalRequest, RetrievalResult, dense, retrieve
 from contexts.retrieval.types import ComposedFragment
 
@@ -29,7 +31,7 @@ def finite(value: float) -> None:
         raise ValidationError("must be a finite number")
 
 
-class ScopeSerializer(serializers.Serializer):
+class ScopeSerializer(StrictSerializer):
     org_id = serializers.CharField(max_length=64, help_text="public id or slug")
     repo_id = serializers.CharField(max_length=64, required=False, allow_blank=True,
                                     allow_null=True)
@@ -39,7 +41,7 @@ class ScopeSerializer(serializers.Serializer):
                                        allow_null=True, help_text="public id or external id")
 
 
-class RetrieveRequestSerializer(serializers.Serializer):
+class RetrieveRequestSerializer(StrictSerializer):
     query = serializers.CharField(max_length=LIMITS["max_query_chars"], trim_whitespace=True)
     scope = ScopeSerializer()
     budget_tokens = serializers.IntegerField(default=3200, min_value=1,
@@ -84,6 +86,10 @@ class RetrieveResponseSerializer(serializers.Serializer):
     trace_id = serializers.CharField()
     reranker = serializers.CharField()
     tokens_used = serializers.IntegerField()
+    degraded = serializers.DictField(
+        child=serializers.CharField(),
+        help_text="leg → why it did not run (e.g. the lexical index is missing and the answer "
+                  "came from the dense leg alone); empty when every leg ran")
 
 
 def fragment_payload(item: ComposedFragment) -> dict:
@@ -118,6 +124,7 @@ def response_payload(result: RetrievalResult) -> dict:
         "trace_id": result.trace_id,
         "reranker": result.reranker,
         "tokens_used": sum(item.tokens for item in result.fragments),
+        "degraded": result.degraded,
     }
 
 
@@ -166,7 +173,8 @@ def retrieve_for(principal, data: dict,
 
 @extend_schema(
     summary="Retrieve a cited, scope-safe context bundle within a token budget",
-    request=RetrieveRequestSerializer, responses={200: RetrieveResponseSerializer},
+    request=RetrieveRequestSerializer,
+    responses={200: RetrieveResponseSerializer, **errors(*BODY, *AUTH, 429)},
     examples=[OpenApiExample("rate limiter", request_only=True, value={
         "query": "why does the rate limiter drop requests on burst?",
         "scope": {"org_id": "demo", "repo_id": "contexts"}, "budget_tokens": 3200})],

@@ -13,6 +13,7 @@ from __future__ import annotations
 from rest_framework.throttling import SimpleRateThrottle
 
 from accounts.models import ApiToken
+from contexts.availability import redis_call
 
 
 class AgentRateThrottle(SimpleRateThrottle):
@@ -40,14 +41,18 @@ class AgentRateThrottle(SimpleRateThrottle):
         window = int(now // self.duration)
         self.window_ends_at = (window + 1) * self.duration
         bucket = f"{key}:{window}"
+        # Without Redis the request goes through: retrieval must not depend on Redis, and a
+        # limit nobody can count is better lifted for a while than turned into an outage.
+        return redis_call(lambda: self._count(bucket), 0, "throttle") <= self.num_requests
+
+    def _count(self, bucket: str) -> int:
         # The entry outlives its window a little so a slow INCR never recreates it.
         self.cache.add(bucket, 0, timeout=self.duration + 5)
         try:
-            count = self.cache.incr(bucket)
+            return self.cache.incr(bucket)
         except ValueError:  # evicted between add and incr: this request opens it again
             self.cache.add(bucket, 1, timeout=self.duration + 5)
-            count = 1
-        return count <= self.num_requests
+            return 1
 
     def wait(self) -> float:
         return max(0.0, self.window_ends_at - self.timer())

@@ -29,6 +29,10 @@ class RetrievalTrace(PublicIdModel):
     returned = models.JSONField(default=list, help_text="[{id, version, score, tokens}]")
     versions = models.JSONField(default=dict, help_text="chunker and embedding models")
     timings_ms = models.JSONField(default=dict)
+    degraded = models.JSONField(
+        default=dict, blank=True,
+        help_text="leg → why it did not run (e.g. the lexical index is missing); empty when "
+                  "every requested leg ran")
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
 
     class Meta:

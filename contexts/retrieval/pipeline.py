@@ -10,6 +10,7 @@ every database read runs under row-level security for exactly those scopes.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -22,6 +23,7 @@ from django.utils import timezone
 
 from accounts.models import ApiToken, Persona, new_public_id
 from accounts.permissions import principal_user
+from contexts.availability import broker_available
 from contexts.metrics import observe_retrieval
 from contexts.models import Fragment, Pin, RetrievalTrace, SourcePointer
 from contexts.retrieval import compose, dense, fuse, lexical
@@ -34,6 +36,8 @@ from contexts.retrieval.types import (
     Weights,
 )
 from contexts.services.rls import pg_int_array, retrieval_scope
+
+logger = logging.getLogger(__name__)
 
 # Legs run concurrently: the query's forward pass in the query encoder, tantivy in a worker
 # thread, and the database reads (which need this thread's connection and its RLS transaction)
@@ -100,10 +104,18 @@ def retrieve(request: RetrievalRequest, *, principal: Any = None, record_trace: 
     pins = _pins(request) if request.include_pins else {}
 
     legs: dict[str, list[tuple[int, float]]] = {}
+    degraded: dict[str, str] = {}
     with retrieval_scope(scope_ids):
         lexical_hits: list[tuple[str, float]] = []
         if lexical_future is not None:
-            lexical_hits, timings["lexical"] = lexical_future.result()
+            try:
+                lexical_hits, timings["lexical"] = lexical_future.result()
+            except Exception as exc:  # noqa: BLE001 - any index failure: answer from dense
+                # The index is derived data (rebuild_index restores it); PostgreSQL still
+                # answers, so the request is served from the dense leg and says so.
+                logger.warning("lexical leg failed for org %s: %s", request.org_id, exc)
+                degraded["lexical"] = f"{type(exc).__name__}: {exc}"[:500]
+                lexical_future = None
         # Read the rows tantivy and the pins name while the query vector is still on its way.
         rows_started = time.perf_counter()
         rows = _fetch(request, set(pins), {public_id for public_id, _ in lexical_hits})
@@ -146,7 +158,8 @@ def retrieve(request: RetrievalRequest, *, principal: Any = None, record_trace: 
         timings["compose"] = _ms(compose_started)
     timings["total"] = _ms(started)
 
-    result = RetrievalResult(packed, candidates, reranker.name, timings, fusion, weights)
+    result = RetrievalResult(packed, candidates, reranker.name, timings, fusion, weights,
+                             degraded=degraded)
     writes: list[Callable[[], None]] = []
     if record_trace:
         trace = _trace(request, result, rows, principal, gens)
@@ -159,7 +172,7 @@ def retrieve(request: RetrievalRequest, *, principal: Any = None, record_trace: 
             defer(write)
         else:
             write()
-    observe_retrieval(timings, result.reranker, len(packed))
+    observe_retrieval(timings, result.reranker, len(packed), degraded)
     return result
 
 
@@ -167,7 +180,10 @@ def _pins(request: RetrievalRequest) -> dict[int, int]:
     """fragment pk → order: the most specific scope's pins first, each scope in pin order."""
     now = timezone.now()
     rank = {scope_id: i for i, scope_id in enumerate(request.chain)}
-    rows = (Pin.objects.filter(scope_id__in=request.chain)
+    # Only pins of fragments this request may see: a pin of an out-of-scope fragment would
+    # otherwise become a (dropped) candidate and put that fragment's id into the trace.
+    rows = (Pin.objects.filter(scope_id__in=request.chain,
+                               fragment__scope_ids__overlap=sorted(request.scope_ids))
             .filter(Q(expires_at__isnull=True) | Q(expires_at__gt=now))
             .values_list("fragment_id", "scope_id", "position"))
     ordered = sorted(rows, key=lambda row: (rank[row[1]], row[2]))
@@ -271,13 +287,14 @@ def _trace(request: RetrievalRequest, result: RetrievalResult, rows: dict[int, C
             "embedding": {ns: f"{g.model_name}@{g.model_version}" for ns, g in gens.items()},
         },
         timings_ms=result.timings_ms,
+        degraded=result.degraded,
     )
 
 
 def _count_use(fragment_ids: list[int]) -> None:
     """Use counters are updated by the worker, off the request path."""
-    if not fragment_ids:
-        return
+    if not fragment_ids or not broker_available():
+        return  # without Redis the counters skip a beat; retrieval does not wait for it
     from contexts.tasks import record_retrievals
 
     try:

@@ -165,3 +165,5 @@ class RetrievalResult:
     fusion: FusionConfig
     weights: Weights
     trace_id: str | None = None
+    # leg → reason, for a requested leg that could not run (the answer came from the others).
+    degraded: dict[str, str] = field(default_factory=dict)

@@ -11,12 +11,13 @@ from ._backend import (
     LexicalIndex,
     identifiers_from_text,
 )
-from ._schema import IndexSchemaMismatch, open_index
+from ._schema import IndexSchemaMismatch, IndexUnavailable, open_index
 
 __all__ = [
     "DEFAULT_FIELD_BOOSTS",
     "IndexLockBusy",
     "IndexSchemaMismatch",
+    "IndexUnavailable",
     "LexicalDoc",
     "LexicalIndex",
     "identifiers_from_text",

@@ -11,6 +11,7 @@ import logging
 import math
 import random
 import re
+import shutil
 import threading
 import time
 from collections.abc import Collection, Iterable, Iterator, Mapping
@@ -111,10 +112,19 @@ class LexicalIndex:
 
     @property
     def index(self) -> tantivy.Index:
+        """The open index, created if missing (the write path)."""
+        return self._open(create=True)
+
+    def create(self) -> LexicalIndex:
+        """Make sure the index exists (empty if new); searches never create it."""
+        self._open(create=True)
+        return self
+
+    def _open(self, *, create: bool) -> tantivy.Index:
         if self._index is None:
             with self._open_lock:
                 if self._index is None:
-                    self._index = s.open_index(self.path)
+                    self._index = s.open_index(self.path, create=create)
         return self._index
 
     def _acquire_writer(self) -> tantivy.IndexWriter:
@@ -157,9 +167,22 @@ class LexicalIndex:
             writer.wait_merging_threads()
 
     def _searcher(self) -> tantivy.Searcher:
-        # Manual reload policy (see open_index): picks up commits from any process, ≈20 µs.
-        self.index.reload()
-        return self.index.searcher()
+        """A searcher on the latest commit; never creates the index.
+
+        Raises :class:`IndexUnavailable` when the index is missing or unreadable, and forgets
+        the open handle so that the next search reopens whatever `rebuild_index` puts there.
+        """
+        try:
+            index = self._open(create=False)
+            # Manual reload policy (see open_index): picks up commits from any process, ≈20 µs.
+            index.reload()
+            return index.searcher()
+        except s.IndexUnavailable:
+            self._index = None
+            raise
+        except ValueError as exc:  # tantivy reports I/O errors and corruption as ValueError
+            self._index = None
+            raise s.IndexUnavailable(f"lexical index at {self.path} is unreadable: {exc}") from exc
 
     # -- writes ---------------------------------------------------------------------------------
 
@@ -195,6 +218,17 @@ class LexicalIndex:
         with self._writer() as writer:
             writer.delete_all_documents()
 
+    def recreate(self) -> None:
+        """Start over with an empty index: for an index too damaged for `clear()` to open.
+
+        The directory is removed, so a writer in another process loses its lock; callers
+        rebuild from PostgreSQL, the source of truth, right after.
+        """
+        with self._open_lock:
+            self._index = None
+            shutil.rmtree(self.path, ignore_errors=True)
+        self.create()
+
     def count(self) -> int:
         return self._searcher().num_docs
 
@@ -228,11 +262,12 @@ class LexicalIndex:
             if field_boosts is None
             else _validate_boosts({**self.field_boosts, **field_boosts})
         )
+        # The searcher first: it opens the index without creating it.
+        searcher = self._searcher()
         text_query = self._text_query(query, boosts)
         if text_query is None:
             return []
 
-        searcher = self._searcher()
         filters = self._filters(scopes, kind_values)
         hits = self._run(searcher, text_query, filters, limit)
         if any(not math.isfinite(score) for score, _ in hits):

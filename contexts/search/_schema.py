@@ -75,14 +75,26 @@ class IndexSchemaMismatch(RuntimeError):
     """The index on disk was built with another schema; delete the directory and reindex."""
 
 
-def open_index(path: Path) -> tantivy.Index:
-    """Open (or create) the index at `path` with the custom tokenizer registered.
+class IndexUnavailable(RuntimeError):
+    """The index cannot be read: its directory is missing, or tantivy reports it corrupted.
+
+    Retrieval answers from the dense leg alone and says so in the trace; `rebuild_index`
+    restores the index from PostgreSQL.
+    """
+
+
+def open_index(path: Path, *, create: bool = True) -> tantivy.Index:
+    """Open the index at `path` with the custom tokenizer registered; `create` makes a missing
+    one (writers do), otherwise a missing index raises :class:`IndexUnavailable` (readers: a
+    deleted index must not silently become an empty one).
 
     The reader is put on a manual reload policy: the backend calls `reload()` before every search
     (≈20 µs), which also picks up commits made by other processes, and no file-watcher thread is
     started per open index.
     """
     path = Path(path)
+    if not create and not (path / "meta.json").exists():
+        raise IndexUnavailable(f"no lexical index at {path}")
     path.mkdir(parents=True, exist_ok=True)
     try:
         index = tantivy.Index(build_schema(), path=str(path), reuse=True)

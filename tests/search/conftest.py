@@ -44,7 +44,7 @@ def index_path(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def index(index_path: Path) -> LexicalIndex:
-    return LexicalIndex(index_path)
+    return LexicalIndex(index_path).create()
 
 
 def _spawn_python(script: str, *args: str) -> subprocess.Popen[str]:

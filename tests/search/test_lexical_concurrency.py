@@ -122,7 +122,7 @@ def test_second_writer_in_same_process_retries_then_raises(
 def test_second_writer_in_other_process_retries_then_raises(
     index_path: Path, make_doc: MakeDoc, spawn_python: SpawnPython
 ) -> None:
-    LexicalIndex(index_path).count()  # create the index before the child opens it
+    LexicalIndex(index_path).create()  # before the child opens it
     holder = _start(spawn_python, HOLD_LOCK, index_path, "locked")
     try:
         contender = LexicalIndex(index_path, lock_retries=2, lock_backoff=0.01)
@@ -152,7 +152,7 @@ def test_lock_of_a_killed_writer_is_released(
     index_path: Path, make_doc: MakeDoc, spawn_python: SpawnPython
 ) -> None:
     """A SIGKILLed Celery worker must not wedge the index (tantivy uses an OS-level lock)."""
-    LexicalIndex(index_path).count()
+    LexicalIndex(index_path).create()
     holder = _start(spawn_python, HOLD_LOCK, index_path, "locked")
     try:
         holder.send_signal(signal.SIGKILL)
@@ -200,7 +200,7 @@ def test_reader_in_other_process_sees_commits(
     index_path: Path, make_doc: MakeDoc, spawn_python: SpawnPython
 ) -> None:
     writer = LexicalIndex(index_path)
-    writer.count()
+    writer.create()
     reader = _start(spawn_python, WORKER, index_path, "ready")
     try:
         assert _ask(reader, op="search", q="kestrel", scopes=[1]) == {"count": 0, "hits": []}
@@ -226,7 +226,7 @@ def test_commits_from_other_process_are_seen_here(
     index_path: Path, spawn_python: SpawnPython
 ) -> None:
     """The production direction: a Celery worker writes, a long-lived web process reads."""
-    reader = LexicalIndex(index_path)
+    reader = LexicalIndex(index_path).create()
     assert reader.count() == 0
     worker = _start(spawn_python, WORKER, index_path, "ready")
     try:

@@ -1,0 +1,181 @@
+"""What keeps working when a dependency is down, and how callers are told.
+
+- **Redis down.** Retrieval does not need Redis: the throttle lets requests through (see
+  :func:`redis_call`) and the use counters are best effort. Writes do need it, because every
+  write queues derived work (reindexing, ingestion, counters): they are refused with 503 and
+  ``Retry-After`` *before* anything is written (:class:`AvailabilityMiddleware`,
+  :func:`require_broker`), so a write never lands without its follow-up work.
+- **PostgreSQL down or restarted.** The request that meets a dead connection fails with a 503
+  (not a 500 and not a traceback); Django discards the broken connection at the end of the
+  request and ``CONN_HEALTH_CHECKS`` replaces a stale one at the start of the next.
+
+The rules live here, once, for the REST API, the console and the MCP tools.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+import redis
+from django.conf import settings
+from django.db import InterfaceError, OperationalError
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.template.loader import render_to_string
+from rest_framework import exceptions, status
+
+logger = logging.getLogger(__name__)
+
+RETRY_AFTER_SECONDS = 5
+# Errors that mean "the database could not be reached", not "the query was wrong".
+DATABASE_DOWN = (OperationalError, InterfaceError)
+REDIS_DOWN = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError)
+
+# Unsafe methods that only read: they stay open while the broker is down.
+READ_ONLY_ROUTES = frozenset({"api:retrieve", "console:login", "console:logout",
+                              "console:search"})
+
+T = TypeVar("T")
+
+
+class ServiceUnavailable(exceptions.APIException):
+    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+    default_code = "unavailable"
+    default_detail = "a service this request needs is unavailable; retry later"
+
+    def __init__(self, message: str, code: str = "unavailable") -> None:
+        super().__init__(message, code)
+        self.wait = RETRY_AFTER_SECONDS
+
+
+BROKER_DOWN_MESSAGE = ("the task queue (Redis) is unavailable, so nothing was written; "
+                       "retry later")
+DATABASE_DOWN_MESSAGE = "the database is unavailable; retry later"
+
+
+class _Breaker:
+    """Remembers a failure for a few seconds so a dead Redis costs one connection attempt per
+    interval, not one per request."""
+
+    def __init__(self, hold_seconds: float = 2.0) -> None:
+        self.hold_seconds = hold_seconds
+        self._down_until = 0.0
+        self._lock = threading.Lock()
+
+    def is_open(self) -> bool:
+        return time.monotonic() < self._down_until
+
+    def trip(self) -> None:
+        with self._lock:
+            self._down_until = time.monotonic() + self.hold_seconds
+
+    def reset(self) -> None:
+        with self._lock:
+            self._down_until = 0.0
+
+
+_cache_breaker = _Breaker()
+_broker_breaker = _Breaker(hold_seconds=1.0)
+_broker_client: tuple[str, redis.Redis] | None = None
+
+
+def redis_call(call: Callable[[], T], default: T, what: str) -> T:
+    """``call()`` against the cache's Redis, or ``default`` while Redis is unreachable."""
+    if _cache_breaker.is_open():
+        return default
+    try:
+        return call()
+    except REDIS_DOWN as exc:
+        _cache_breaker.trip()
+        logger.warning("Redis unavailable (%s): %s; continuing without it", what, exc)
+        return default
+
+
+def _broker() -> redis.Redis | None:
+    global _broker_client
+    url = settings.CELERY_BROKER_URL
+    if not url.startswith(("redis://", "rediss://", "unix://")):
+        return None  # another broker: Celery's own publish errors are the check
+    if _broker_client is None or _broker_client[0] != url:
+        # Short timeouts: a blackholed Redis must not hold a web worker for long.
+        _broker_client = (url, redis.Redis.from_url(url, socket_connect_timeout=0.5,
+                                                    socket_timeout=0.5))
+    return _broker_client[1]
+
+
+_broker_seen_up = 0.0
+# A successful ping is trusted this long: a busy writer pays one ping per interval, not one
+# per request. A Redis lost within it fails the publish itself: the change is committed and
+# the failure logged, and `rebuild_index` / `reembed` bring the derived data back in line.
+BROKER_UP_TRUST_SECONDS = 0.5
+
+
+def broker_available() -> bool:
+    global _broker_seen_up
+    if _broker_breaker.is_open():
+        return False
+    if time.monotonic() - _broker_seen_up < BROKER_UP_TRUST_SECONDS:
+        return True
+    client = _broker()
+    if client is None:
+        return True
+    try:
+        client.ping()
+    except REDIS_DOWN as exc:
+        _broker_breaker.trip()
+        logger.warning("task queue unavailable: %s", exc)
+        return False
+    _broker_seen_up = time.monotonic()
+    return True
+
+
+def require_broker() -> None:
+    """Refuse a write up front when its follow-up work could not be queued."""
+    if not broker_available():
+        raise ServiceUnavailable(BROKER_DOWN_MESSAGE, "queue_unavailable")
+
+
+def unavailable_response(request: HttpRequest, code: str, message: str) -> HttpResponse:
+    """A 503 in the caller's language: JSON for the API, a page for the console."""
+    from contexts.api.errors import error_body, is_api
+
+    if is_api(request):
+        response: HttpResponse = JsonResponse(
+            error_body(code, message, retry_after=RETRY_AFTER_SECONDS), status=503)
+    else:
+        response = HttpResponse(
+            render_to_string("503.html", {"message": message}), status=503)
+    response["Retry-After"] = str(RETRY_AFTER_SECONDS)
+    return response
+
+
+class AvailabilityMiddleware:
+    """Refuses writes while the broker is down; turns a lost database into a clean 503."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        return self.get_response(request)
+
+    def process_view(self, request: HttpRequest, view_func, view_args, view_kwargs
+                     ) -> HttpResponse | None:
+        if request.method in ("GET", "HEAD", "OPTIONS", "TRACE"):
+            return None
+        match = request.resolver_match
+        if match is not None and match.view_name in READ_ONLY_ROUTES:
+            return None
+        if not broker_available():
+            return unavailable_response(request, "queue_unavailable", BROKER_DOWN_MESSAGE)
+        return None
+
+    def process_exception(self, request: HttpRequest, exception: Exception
+                          ) -> HttpResponse | None:
+        if isinstance(exception, DATABASE_DOWN):
+            logger.warning("database unavailable during %s %s: %s", request.method,
+                           request.path, exception)
+            return unavailable_response(request, "database_unavailable", DATABASE_DOWN_MESSAGE)
+        return None
