@@ -7,7 +7,8 @@ from pathlib import Path
 from django.conf import settings
 from django.db import transaction
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import serializers, status
 from rest_framework.decorators import api_view, parser_classes
 from rest_framework.exceptions import ValidationError
@@ -17,7 +18,9 @@ from rest_framework.response import Response
 
 from accounts.permissions import may, principal_user
 from accounts.scopes import readable_scopes
+from contexts.api.schema import AUTH, BODY, errors
 from contexts.api.scoping import refuse, resolve_in_org, resolve_org
+from contexts.api.validation import StrictSerializer
 from contexts.ingestion.sources import INGESTIBLE_SUFFIXES
 from contexts.models import Context, IngestionJob
 from contexts.services.errors import InvalidOperation
@@ -40,12 +43,18 @@ class JobSerializer(serializers.ModelSerializer):
                   "created_at", "started_at", "finished_at"]
 
 
-class UploadSerializer(serializers.Serializer):
+@extend_schema_field(OpenApiTypes.BINARY)
+class UploadedFileField(serializers.FileField):
+    """A file part of a multipart body (described as binary, not as the URL a read would
+    give)."""
+
+
+class UploadSerializer(StrictSerializer):
     org_id = serializers.CharField(max_length=64)
     repo_id = serializers.CharField(max_length=64, required=False, allow_blank=True)
     persona_id = serializers.CharField(max_length=64, required=False, allow_blank=True)
     context = serializers.CharField(max_length=64, required=False, allow_blank=True)
-    files = serializers.ListField(child=serializers.FileField(max_length=255),
+    files = serializers.ListField(child=UploadedFileField(max_length=255),
                                   min_length=1, max_length=MAX_UPLOAD_FILES)
 
     def validate_files(self, files):
@@ -61,7 +70,7 @@ class UploadSerializer(serializers.Serializer):
 
 
 @extend_schema(summary="Upload files for ingestion", request={"multipart/form-data":
-               UploadSerializer}, responses={202: JobSerializer})
+               UploadSerializer}, responses={202: JobSerializer, **errors(*BODY, *AUTH)})
 @api_view(["POST"])
 @parser_classes([MultiPartParser])
 def upload_sources(request: Request) -> Response:
@@ -89,7 +98,8 @@ def upload_sources(request: Request) -> Response:
     return Response(JobSerializer(job).data, status=status.HTTP_202_ACCEPTED)
 
 
-@extend_schema(summary="An ingestion job's progress", responses={200: JobSerializer})
+@extend_schema(summary="An ingestion job's progress",
+               responses={200: JobSerializer, **errors(*AUTH, 404)})
 @api_view(["GET"])
 def job_detail(request: Request, job_id: str) -> Response:
     job = get_object_or_404(
