@@ -1,0 +1,1 @@
+"""Operational procedures that are code rather than prose: backup and restore."""
