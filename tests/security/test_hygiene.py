@@ -213,41 +213,10 @@ def case_create_fragment(cast, actor) -> Audited:  # noqa: F811
                    [("fragment.create", fragment_public_id(uid))])
 
 
-def case_edit_fragment(cast, actor) -> Audited:  # noqa: F811
-    f = _fragment(cast, "edit me")
-    return Audited(lambda: fragment_services.edit_fragment(actor, f, based_on_version=1,
-                                                           body="Edited."),
-                   [("fragment.edit", f.public_id)])
-
-
-def case_retire_fragment(cast, actor) -> Audited:  # noqa: F811
-    f = _fragment(cast, "retire me")
-    return Audited(lambda: fragment_services.retire_fragment(actor, f),
-                   [("fragment.retire", f.public_id)])
-
-
 def case_supersede_fragment(cast, actor) -> Audited:  # noqa: F811
     old, new = _fragment(cast, "old"), _fragment(cast, "new")
     return Audited(lambda: fragment_services.supersede_fragment(actor, old, new),
                    [("fragment.supersede", old.public_id)])
-
-
-def case_mark_negative(cast, actor) -> Audited:  # noqa: F811
-    f = _fragment(cast, "trap")
-    return Audited(lambda: fragment_services.mark_negative(actor, f),
-                   [("fragment.mark_negative", f.public_id)])
-
-
-def case_unmark_negative(cast, actor) -> Audited:  # noqa: F811
-    f = _fragment(cast, "not a trap", kind="negative")
-    return Audited(lambda: fragment_services.mark_negative(actor, f, False),
-                   [("fragment.unmark_negative", f.public_id)])
-
-
-def case_reassign_owner(cast, actor) -> Audited:  # noqa: F811
-    f = _fragment(cast, "hand over")
-    return Audited(lambda: fragment_services.reassign_owner(actor, f, cast.teammate),
-                   [("fragment.reassign_owner", f.public_id)])
 
 
 def case_set_contexts(cast, actor) -> Audited:  # noqa: F811
@@ -256,12 +225,6 @@ def case_set_contexts(cast, actor) -> Audited:  # noqa: F811
                                     name="Onboarding")
     return Audited(lambda: fragment_services.set_contexts(actor, f, [bundle]),
                    [("fragment.set_contexts", f.public_id)])
-
-
-def case_pin_fragment(cast, actor) -> Audited:  # noqa: F811
-    f = _fragment(cast, "pin me")
-    return Audited(lambda: pin_services.pin_fragment(actor, f, cast.repo.scope),
-                   [("pin.create", f.public_id)])
 
 
 def case_unpin_fragment(cast, actor) -> Audited:  # noqa: F811
@@ -305,9 +268,38 @@ def case_dismiss_candidate(cast, actor) -> Audited:  # noqa: F811
                    [("dedup.dismiss", a.public_id)])
 
 
+# Actions on one fresh fragment: name → (expected action, fragment options, the call with the
+# cast, the actor and the fragment).
+ONE_FRAGMENT: dict[str, tuple[str, dict, Callable]] = {
+    "edit_fragment": ("fragment.edit", {}, lambda c, actor, f: fragment_services.edit_fragment(
+        actor, f, based_on_version=1, body="Edited.")),
+    "retire_fragment": ("fragment.retire", {}, lambda c, actor, f:
+                        fragment_services.retire_fragment(actor, f)),
+    "mark_negative": ("fragment.mark_negative", {}, lambda c, actor, f:
+                      fragment_services.mark_negative(actor, f)),
+    "unmark_negative": ("fragment.unmark_negative", {"kind": "negative"}, lambda c, actor, f:
+                        fragment_services.mark_negative(actor, f, False)),
+    "reassign_owner": ("fragment.reassign_owner", {}, lambda c, actor, f:
+                       fragment_services.reassign_owner(actor, f, c.teammate)),
+    "pin_fragment": ("pin.create", {}, lambda c, actor, f:
+                     pin_services.pin_fragment(actor, f, c.repo.scope)),
+}
+
+
+def one_fragment_case(name: str) -> Callable:
+    action, options, call = ONE_FRAGMENT[name]
+
+    def case(cast, actor) -> Audited:  # noqa: F811
+        f = _fragment(cast, name, **options)
+        return Audited(lambda: call(cast, actor, f), [(action, f.public_id)])
+
+    return case
+
+
 CASES: dict[str, Callable] = {
-    name.removeprefix("case_"): fn for name, fn in list(globals().items())
-    if name.startswith("case_")
+    **{name: one_fragment_case(name) for name in ONE_FRAGMENT},
+    **{name.removeprefix("case_"): fn for name, fn in list(globals().items())
+       if name.startswith("case_")},
 }
 # Every curation action: the functions of these modules that take the acting user first.
 CURATION_MODULES: list[ModuleType] = [fragment_services, pin_services, nudges, dedup_review]
