@@ -6,6 +6,7 @@ from __future__ import annotations
 from django import forms
 from django.conf import settings
 
+from contexts.api.fragments import MAX_BODY_CHARS
 from contexts.models import FragmentKind
 from contexts.models.governance import NudgeAnswer
 
@@ -62,7 +63,9 @@ class FragmentFilterForm(ConsoleForm):
 
 class EditForm(ConsoleForm):
     title = forms.CharField(max_length=300, required=False)
-    body = forms.CharField(widget=forms.Textarea(attrs={"rows": 16, "spellcheck": "false"}))
+    # The API's limit: a fragment is a small piece of knowledge, whichever surface wrote it.
+    body = forms.CharField(max_length=MAX_BODY_CHARS,
+                           widget=forms.Textarea(attrs={"rows": 16, "spellcheck": "false"}))
     reason = forms.CharField(label="Why (optional)", max_length=300, required=False)
     based_on_version = forms.IntegerField(widget=forms.HiddenInput, min_value=1)
 
