@@ -82,7 +82,10 @@ def upload_sources(request: Request) -> Response:
               or resolve_in_org(org, "repo", values.get("repo_id")) or org)
     context = None
     if values.get("context"):
-        context = Context.objects.filter(org=org, slug=values["context"]).first()
+        # Among the contexts the caller reads: one it may not read answers like a missing one
+        # (it was 403 against 400, which told whether another team's context slug exists).
+        context = Context.objects.filter(org=org, slug=values["context"],
+                                         scope_id__in=readable_scopes(request.user)).first()
         if context is None:
             raise ValidationError({"context": ["no such context in this organization"]})
     if not may(request.user, "curate", target.scope):
