@@ -59,7 +59,8 @@ HOSTILE_TITLE = f'Rate limiter "><svg onload="{MARK}"> <script>{MARK}</script>'
 HOSTILE_FILE = '"><img src=x onerror=alert(1)> <svg onload=window.__xss=1>.md'
 FRONT_MATTER = (f'---\ntitle: "<script>{MARK}</script> <img src=x onerror=alert(1)>"\n'
                 'kind: runbook\ntags: ["<svg onload=alert(1)>"]\n---\n')
-HOSTILE_QUERY = f'rate limiter <script>{MARK}</script> "><img src=x onerror=alert(1)>'
+HOSTILE_QUERY = (f'rate limiter <script>{MARK}</script> "><img src=x onerror=alert(1)> '
+                 '<b hx-get="/xss-probe/query" hx-trigger="load">q</b>')
 
 
 @dataclass
