@@ -277,8 +277,9 @@ def _trace(request: RetrievalRequest, result: RetrievalResult, rows: dict[int, C
             "weights": vars(result.weights),
         },
         reranker=result.reranker,
-        candidates=[c.as_trace(ids.get(c.fragment_id, f"#{c.fragment_id}"))
-                    for c in candidates],
+        # A pin of a fragment this request may not return (retired, superseded, not valid at
+        # as_of) is no candidate: it is left out rather than named by its internal key.
+        candidates=[c.as_trace(ids[c.fragment_id]) for c in candidates if c.fragment_id in ids],
         returned=[{"id": c.fragment.public_id, "version": c.fragment.version,
                    "score": round(c.candidate.final, 4), "tokens": c.tokens}
                   for c in result.fragments],

@@ -50,3 +50,23 @@ def test_traces_filter_by_query_token_and_scope(cast):
     assert listed(f"token={cast.token.public_id}") == {by_token.public_id}
     assert listed("token=-") == {by_user.public_id}
     assert listed(f"scope={cast.org.scope.public_id}") == {by_user.public_id}
+
+
+def test_the_token_filter_lists_only_tokens_whose_traces_i_may_read(cast):
+    """A viewer of one repository must not learn the organization's other agents' names."""
+    from accounts.tokens import create_token
+    from contexts.models import RetrievalTrace
+
+    other_repo_token, _ = create_token(cast.org, "billing-bot", [cast.other_repo.scope])
+    RetrievalTrace.objects.create(org=cast.org, token=other_repo_token, query="invoices",
+                                  scope_ids=[cast.other_repo.scope_id])
+    RetrievalTrace.objects.create(org=cast.org, token=cast.token, query="rate limiter",
+                                  scope_ids=[cast.repo.scope_id])
+    silent_token, _ = create_token(cast.org, "quiet-bot", [cast.repo.scope])
+    from guardian.shortcuts import assign_perm
+
+    assign_perm("accounts.view_repository", cast.stranger, cast.repo)
+    page = client_for(cast.stranger).get("/o/acme/traces/").content.decode()
+    assert cast.token.name in page
+    assert "billing-bot" not in page and other_repo_token.public_id not in page
+    assert "quiet-bot" not in page and silent_token.public_id not in page

@@ -587,9 +587,9 @@ def check_answer(world: World, who: Principal, allowed: frozenset[int], body: di
     leak_stats["returned_fragments"] += len(returned)
     trace = RetrievalTrace.objects.get(public_id=body["trace_id"])
     assert set(trace.scope_ids) == set(allowed)
-    # A pinned fragment the request may not return (retired) is traced as dropped, by its
-    # internal id: allowed only for fragments inside the scopes.
-    traceable = in_scope | {f"#{f.obj.pk}" for f in world.frags if f.scope_ids & allowed}
+    # Only fragments the request may return are traced (a retired pinned one is not a
+    # candidate), and never by an internal id.
+    traceable = in_scope
     stage_ids = {c["id"] for c in trace.candidates} | {r["id"] for r in trace.returned}
     assert stage_ids <= traceable, (who, stage_ids - traceable)
     stored = client.get(f"/api/traces/{trace.public_id}")

@@ -24,9 +24,11 @@ def traces(request: HttpRequest, slug: str) -> HttpResponse:
     org = get_org(request, slug)
     seen = visible(request)
     scopes = list(seen.scopes().filter(org=org).order_by("kind", "label"))
-    tokens = list(ApiToken.objects.filter(org=org).order_by("name"))
-    form = TraceFilterForm(request.GET or None, tokens=tokens, scopes=scopes)
     queryset = seen.traces().filter(org=org).select_related("token", "user")
+    # Only tokens whose traces this user may read: the organization's token list is for its
+    # administrators (the tokens page), not for a viewer of one repository.
+    tokens = list(ApiToken.objects.filter(pk__in=queryset.values("token_id")).order_by("name"))
+    form = TraceFilterForm(request.GET or None, tokens=tokens, scopes=scopes)
     if form.is_bound and form.is_valid():
         data = form.cleaned_data
         if data["q"]:
