@@ -80,3 +80,32 @@ def test_an_outermost_block_leaves_the_connection_as_the_application_role():
     with connection.cursor() as cursor:
         cursor.execute("SELECT current_user, current_setting('app.allowed_scopes', true)")
         assert cursor.fetchone() in {(application_user, ""), (application_user, None)}
+
+
+@pytest.mark.django_db
+def test_pins_and_sources_are_visible_exactly_with_their_fragment(cast):
+    """A query under the retrieval role that forgets its scope filter sees no other scope's
+    file paths, anchors or pin reasons (migration 0013)."""
+    from contexts.models import Pin, SourceDocument, SourcePointer
+
+    fragments = _fragments(cast)
+    for name, fragment in fragments.items():
+        document = SourceDocument.objects.create(org_id=fragment.org_id, path=f"{name}.md",
+                                                 content_hash=name)
+        SourcePointer.objects.create(fragment=fragment, document=document, anchor=name)
+        Pin.objects.create(fragment=fragment, scope_id=fragment.scope_id,
+                           reason=f"pinned {name}")
+    with retrieval_scope({cast.repo.scope_id, cast.org.scope_id}):
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT path FROM contexts_sourcedocument")
+            paths = {row[0] for row in cursor.fetchall()}
+            cursor.execute("SELECT anchor FROM contexts_sourcepointer")
+            anchors = {row[0] for row in cursor.fetchall()}
+            cursor.execute("SELECT reason FROM contexts_pin")
+            reasons = {row[0] for row in cursor.fetchall()}
+        cited = set(SourcePointer.objects.values_list("document__path", flat=True))
+    assert paths == cited == {"org.md", "repo.md"}
+    assert anchors == {"org", "repo"}
+    assert reasons == {"pinned org", "pinned repo"}
+    with retrieval_scope(set()):  # fails closed
+        assert not SourcePointer.objects.exists() and not SourceDocument.objects.exists()

@@ -898,11 +898,14 @@ def test_unreadable_ids_answer_exactly_like_missing_ones(warm, leak_stats, spec,
 
 
 # --- 4. row-level security when the application's filter is wrong -----------------------------
-# Tables the retrieval role reads with no row-level security: rows of scopes, repositories,
-# pins, sources and generations, none of which carries fragment text. Everything else that does
-# (versions, audit, traces, nudges, the per-organization embedding partitions) is refused.
-UNGUARDED = {"accounts_scope", "accounts_repository", "contexts_pin", "contexts_sourcepointer",
-             "contexts_sourcedocument", "contexts_embeddinggeneration"}
+# Tables the retrieval role reads with no row-level security: scopes, repositories and
+# embedding generations, none of which says anything about a fragment. Pins, source pointers
+# and documents are guarded through their fragment (tests/domain/test_rls.py). Everything else
+# that holds text (versions, audit, traces, nudges, the embedding partitions) is refused.
+UNGUARDED = {"accounts_scope", "accounts_repository", "contexts_embeddinggeneration"}
+# Guarded through the fragment they name (migration 0013).
+GUARDED = {"contexts_fragment", "contexts_embedding", "contexts_pin", "contexts_sourcepointer",
+           "contexts_sourcedocument"}
 TEXT_TABLES = ["contexts_fragmentversion", "contexts_auditevent", "contexts_retrievaltrace",
                "contexts_nudge", "contexts_fragment_contexts"]
 
@@ -953,10 +956,13 @@ def test_row_level_security_alone_keeps_other_scopes_out(warm, leak_stats, spec,
             assert set(Fragment.objects.values_list("pk", flat=True)) == inside
             assert set(Embedding.objects.values_list("fragment_id", flat=True)) == (
                 inside & embedded)
-            # Joins from the unguarded tables into fragments still stop at the policy.
-            joined = rows("SELECT f.id FROM contexts_pin p JOIN contexts_fragment f "
-                          "ON f.id = p.fragment_id")
-            assert {r[0] for r in joined} <= inside
+            # Pins, source pointers and documents are visible exactly with their fragment.
+            assert {r[0] for r in rows("SELECT fragment_id FROM contexts_pin")} <= inside
+            assert {r[0] for r in rows("SELECT fragment_id FROM contexts_sourcepointer")} \
+                <= inside
+            documents = {r[0] for r in rows("SELECT id FROM contexts_sourcedocument")}
+            assert documents == {r[0] for r in rows(
+                "SELECT document_id FROM contexts_sourcepointer")}
             assert rows("SELECT count(*) FROM contexts_fragment WHERE NOT scope_ids && %s::int[]",
                         [list(allowed)])[0][0] == 0
             # The production queries with their own scope filter widened to every scope.
@@ -989,5 +995,5 @@ def test_the_retrieval_role_reads_text_only_through_row_level_security():
     guarded = {r[0] for r in rows(
         "SELECT c.relname FROM pg_class c JOIN pg_policies p ON p.tablename = c.relname "
         "WHERE c.relrowsecurity AND 'contexts_retrieval' = ANY(p.roles)")}
-    assert guarded == {"contexts_fragment", "contexts_embedding"}
+    assert guarded == GUARDED
     assert granted - guarded == UNGUARDED
