@@ -44,6 +44,9 @@ def _granted_roots(principal: Any) -> set[int] | None:
     if isinstance(principal, ApiToken):
         if not principal.is_active:
             return set()
+        granted = getattr(principal, "granted_scope_ids", None)  # read with the token
+        if granted is not None:
+            return set(granted)
         return set(principal.scopes.values_list("id", flat=True))
     if not isinstance(principal, AbstractBaseUser) or not principal.is_active:
         return set()
@@ -61,43 +64,97 @@ def _granted_roots(principal: Any) -> set[int] | None:
     return roots
 
 
-def _close_over(roots: set[int] | None, orgs: set[int] | None = None) -> frozenset[int]:
+class Readable(frozenset):
+    """The readable scope ids — a frozenset — plus the scope rows and subscriptions read to
+    compute them, so that questions later in the same request (which organizations does this
+    principal reach, which contexts hang under a scope, what does it subscribe to) need no
+    further query. Set operations on it return plain frozensets."""
+
+    org_of: dict[int, int]                 # scope id → organization id
+    context_children: dict[int, set[int]]  # scope id → its context scopes
+    subscriptions: dict[int, set[int]]     # subscriber scope → published context scopes
+
+    def __new__(cls, ids: Iterable[int], org_of: dict[int, int],
+                context_children: dict[int, set[int]],
+                subscriptions: dict[int, set[int]]) -> Readable:
+        readable = super().__new__(cls, ids)
+        readable.org_of = org_of
+        readable.context_children = context_children
+        readable.subscriptions = subscriptions
+        return readable
+
+    @property
+    def orgs(self) -> frozenset[int]:
+        """The organizations in which the principal reads at least one scope."""
+        unknown = [s for s in self if s not in self.org_of]  # subscribed across organizations
+        if unknown:
+            self.org_of.update(Scope.objects.filter(id__in=unknown).values_list("id", "org_id"))
+        return frozenset(self.org_of[s] for s in self if s in self.org_of)
+
+    def subscribed(self, scope_ids: Collection[int]) -> set[int]:
+        """As :func:`subscribed_context_scopes`, for subscribers within this set."""
+        return {c for s in scope_ids for c in self.subscriptions.get(s, ())}
+
+
+EMPTY = Readable((), {}, {}, {})
+
+
+def _close_over(roots: set[int] | None, orgs: set[int] | None = None) -> Readable:
     """Roots plus every scope under them, plus the scopes of contexts they subscribe to.
 
     ``orgs``: the organizations the roots lie in, when the caller already knows them.
     """
-    if roots is None:
-        return frozenset(Scope.objects.values_list("id", flat=True))
-    if not roots:
-        return frozenset()
-    if orgs is None:
-        orgs = set(Scope.objects.filter(id__in=roots).values_list("org_id", flat=True))
+    if roots is not None and not roots:
+        return EMPTY
+    rows = Scope.objects.values_list("id", "parent_id", "org_id", "kind")
+    if roots is not None:
+        if orgs is None:
+            orgs = set(Scope.objects.filter(id__in=roots).values_list("org_id", flat=True))
+        rows = rows.filter(org_id__in=orgs)
     children: dict[int, list[int]] = defaultdict(list)
-    for scope_id, parent_id in Scope.objects.filter(org_id__in=orgs).values_list("id",
-                                                                                "parent_id"):
+    context_children: dict[int, set[int]] = defaultdict(set)
+    org_of: dict[int, int] = {}
+    for scope_id, parent_id, org_id, kind in rows:
+        org_of[scope_id] = org_id
         if parent_id is not None:
             children[parent_id].append(scope_id)
-    readable: set[int] = set()
-    stack = list(roots)
-    while stack:
-        scope_id = stack.pop()
-        if scope_id in readable:
-            continue
-        readable.add(scope_id)
-        stack.extend(children.get(scope_id, ()))
-    return frozenset(readable | subscribed_context_scopes(readable))
+            if kind == "context":
+                context_children[parent_id].add(scope_id)
+    if roots is None:  # superuser: everything
+        readable: set[int] = set(org_of)
+    else:
+        readable = set()
+        stack = list(roots)
+        while stack:
+            scope_id = stack.pop()
+            if scope_id in readable:
+                continue
+            readable.add(scope_id)
+            stack.extend(children.get(scope_id, ()))
+    subscriptions = _subscriptions(None if roots is None else readable)
+    subscribed = {c for s in readable for c in subscriptions.get(s, ())}
+    return Readable(readable | subscribed, org_of, dict(context_children), subscriptions)
+
+
+def _subscriptions(scope_ids: Collection[int] | None) -> dict[int, set[int]]:
+    """subscriber scope → scopes of the published contexts it subscribes to (of every
+    subscriber when ``scope_ids`` is None)."""
+    if scope_ids is not None and not scope_ids:
+        return {}
+    subscription = apps.get_model("contexts", "ContextSubscription")
+    pairs = subscription.objects.filter(context__published=True)
+    if scope_ids is not None:
+        pairs = pairs.filter(subscriber_id__in=scope_ids)
+    pairs = pairs.values_list("subscriber_id", "context__scope_id")
+    found: dict[int, set[int]] = defaultdict(set)
+    for subscriber, context_scope in pairs:
+        found[subscriber].add(context_scope)
+    return dict(found)
 
 
 def subscribed_context_scopes(scope_ids: Collection[int]) -> set[int]:
     """Scopes of the published contexts that any of ``scope_ids`` subscribes to."""
-    if not scope_ids:
-        return set()
-    subscription = apps.get_model("contexts", "ContextSubscription")
-    return set(
-        subscription.objects.filter(
-            subscriber_id__in=scope_ids, context__published=True
-        ).values_list("context__scope_id", flat=True)
-    )
+    return {c for scopes in _subscriptions(scope_ids).values() for c in scopes}
 
 
 def readable_scopes(principal: Any, requested: Iterable[Scope | int] | None = None, *,
@@ -123,18 +180,18 @@ def readable_scopes(principal: Any, requested: Iterable[Scope | int] | None = No
 
 
 def retrieval_scopes(principal: Any, chain: Iterable[Scope], *,
-                     known: frozenset[int] | None = None) -> frozenset[int]:
+                     known: Readable | None = None) -> frozenset[int]:
     """The effective scope set of a retrieval request.
 
     ``chain`` is the requested session → persona → repository → organization scopes; each must
     be readable. The result adds the contexts defined in those scopes and the published contexts
     they subscribe to — and nothing from sibling scopes (another repository, another session).
     """
+    if not isinstance(known, Readable):
+        known = readable_scopes(principal)
     chain_ids = readable_scopes(principal, chain, known=known)
-    own_contexts = set(
-        Scope.objects.filter(parent_id__in=chain_ids, kind="context").values_list("id",
-                                                                                flat=True)
-    )
+    # Both from what computing the readable set already read: no query here.
+    own_contexts = {c for s in chain_ids for c in known.context_children.get(s, ())}
     effective = set(chain_ids) | own_contexts
-    effective |= subscribed_context_scopes(effective)
+    effective |= known.subscribed(effective)
     return frozenset(effective)

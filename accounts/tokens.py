@@ -7,7 +7,9 @@ import hmac
 import secrets
 from collections.abc import Iterable
 
+from django.contrib.postgres.aggregates import ArrayAgg
 from django.db import transaction
+from django.db.models import Q, Value
 from django.utils import timezone
 
 from accounts.models import (
@@ -53,7 +55,12 @@ def verify_token(raw: str) -> ApiToken | None:
     if parts is None:
         return None
     prefix, secret = parts
-    token = ApiToken.objects.filter(prefix=prefix).select_related("org").first()
+    # The bound scope ids come with the row (one query instead of two on every request);
+    # accounts.scopes reads them from ``granted_scope_ids``.
+    token = (ApiToken.objects.filter(prefix=prefix).select_related("org")
+             .annotate(granted_scope_ids=ArrayAgg("scopes__id", filter=Q(scopes__isnull=False),
+                                                  default=Value([])))
+             .first())
     if token is None or not hmac.compare_digest(token.secret_hash, hash_token_secret(secret)):
         return None
     if not token.is_active:

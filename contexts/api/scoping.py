@@ -11,7 +11,7 @@ from rest_framework.exceptions import PermissionDenied
 
 from accounts.lookups import find_in_org, find_org
 from accounts.models import Organization, Persona, Repository, Scope, Session
-from accounts.scopes import readable_scopes
+from accounts.scopes import Readable, readable_scopes
 
 SCOPE_REFUSED = "scope not found or not readable"
 
@@ -28,8 +28,13 @@ def resolve_org(principal: Any, ref: str, readable: frozenset[int] | None = None
     if org is None:
         raise refuse()
     readable = readable if readable is not None else readable_scopes(principal)
-    if org.scope_id not in readable and not readable & set(
-            Scope.objects.filter(org=org).values_list("id", flat=True)):
+    if org.scope_id in readable:
+        return org
+    if isinstance(readable, Readable):  # it knows each scope's organization
+        reaches = org.pk in readable.orgs
+    else:
+        reaches = bool(readable & set(Scope.objects.filter(org=org).values_list("id", flat=True)))
+    if not reaches:
         raise refuse()
     return org
 
