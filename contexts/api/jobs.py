@@ -26,7 +26,9 @@ from contexts.models import Context, IngestionJob
 from contexts.services.errors import InvalidOperation
 from contexts.services.jobs import create_job, enqueue, save_uploads
 
-MAX_UPLOAD_FILES = 200
+# Django refuses more file parts than this before the serializer runs (TooManyFilesSent, a 400
+# naming "files"); the schema's maxItems says the same.
+MAX_UPLOAD_FILES = settings.DATA_UPLOAD_MAX_NUMBER_FILES or 200
 
 
 class JobSerializer(serializers.ModelSerializer):
