@@ -28,6 +28,7 @@ from django.conf import settings
 
 RETRIEVE_PATH = "/api/contexts/retrieve"
 STARTUP_TIMEOUT = 120.0
+REQUEST_TIMEOUT = 30.0
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -118,7 +119,7 @@ def retrieve(conn: http.client.HTTPConnection, token: str, ask: Ask) -> tuple[in
     return response.status, payload, (time.perf_counter() - started) * 1000
 
 
-def connect(base_url: str, timeout: float = 30.0) -> http.client.HTTPConnection:
+def connect(base_url: str, timeout: float = REQUEST_TIMEOUT) -> http.client.HTTPConnection:
     parts = urlsplit(base_url)
     kind = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
     return kind(parts.hostname or "127.0.0.1", parts.port, timeout=timeout)
@@ -174,7 +175,9 @@ def run_load(base_url: str, tokens: Sequence[str], asks: Sequence[Ask], *, durat
 
     def client(n: int) -> None:
         rng = random.Random(seed + n)
-        conn = connect(base_url)
+        # A cold web process answers its first retrieval only once its encoder has started:
+        # priming waits as long as startup may take, the measured requests 30 s at most.
+        conn = connect(base_url, timeout=STARTUP_TIMEOUT)
 
         def send() -> tuple[str, bytes, float]:
             nonlocal conn
@@ -183,7 +186,7 @@ def run_load(base_url: str, tokens: Sequence[str], asks: Sequence[Ask], *, durat
                 return str(status), payload, ms
             except (OSError, http.client.HTTPException) as exc:
                 conn.close()  # reconnect on the next request
-                conn = connect(base_url)
+                conn = connect(base_url, timeout=conn.timeout)
                 return type(exc).__name__, str(exc).encode(), 0.0
 
         for _ in range(prime):
@@ -191,7 +194,10 @@ def run_load(base_url: str, tokens: Sequence[str], asks: Sequence[Ask], *, durat
             if outcome != "200":
                 with lock:
                     result.warmup_errors[outcome] += 1
-        primed.wait(timeout=STARTUP_TIMEOUT)
+        primed.wait(timeout=STARTUP_TIMEOUT * prime)
+        conn.timeout = REQUEST_TIMEOUT
+        if conn.sock is not None:
+            conn.sock.settimeout(REQUEST_TIMEOUT)
         while (now := time.monotonic()) < clock["end"]:
             outcome, payload, ms = send()
             with lock:

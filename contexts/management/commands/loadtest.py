@@ -15,6 +15,7 @@ this process's database: point it at the server's settings (same ``DATABASE_URL`
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 
@@ -61,7 +62,9 @@ class Command(BaseCommand):
                             help="seconds of load before measuring (query encoders start)")
         parser.add_argument("--clients", type=int, default=16,
                             help="concurrent clients, one token and connection each")
-        parser.add_argument("--workers", type=int, default=4, help="gunicorn workers")
+        # Each worker's query encoder is CPU-bound: more workers than cores only queue there.
+        parser.add_argument("--workers", type=int, default=max(2, os.cpu_count() or 2),
+                            help="gunicorn workers (default: one per core, at least 2)")
         parser.add_argument("--url", help="an already running server to load instead")
         parser.add_argument("--org", default=DEMO_ORG, help="organization (slug) to query")
 
