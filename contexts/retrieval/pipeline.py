@@ -162,9 +162,13 @@ def retrieve(request: RetrievalRequest, *, principal: Any = None, record_trace: 
                              degraded=degraded)
     writes: list[Callable[[], None]] = []
     if record_trace:
-        trace = _trace(request, result, rows, principal, gens)
-        result.trace_id = trace.public_id
-        writes.append(partial(trace.save, force_insert=True))
+        result.trace_id = new_public_id(RetrievalTrace.PUBLIC_ID_PREFIX)
+
+        def save_trace() -> None:
+            # Built with the write: turning every candidate into JSON need not delay the answer.
+            _trace(request, result, rows, principal, gens).save(force_insert=True)
+
+        writes.append(save_trace)
     if request.count_use:
         writes.append(partial(_count_use, [c.fragment.pk for c in packed]))
     for write in writes:
@@ -255,11 +259,11 @@ def _rerank(reranker, request: RetrievalRequest, candidates, rows) -> None:
 
 def _trace(request: RetrievalRequest, result: RetrievalResult, rows: dict[int, CandidateRow],
            principal: Any, gens: dict) -> RetrievalTrace:
-    """The request's trace, not yet saved, with its public id."""
+    """The request's trace, not yet saved, under the public id the result already carries."""
     ids = {pk: row.public_id for pk, row in rows.items()}
     candidates = sorted(result.candidates.values(), key=lambda c: (-c.final, c.fragment_id))
     return RetrievalTrace(
-        public_id=new_public_id(RetrievalTrace.PUBLIC_ID_PREFIX),
+        public_id=result.trace_id,
         org_id=request.org_id,
         token=principal if isinstance(principal, ApiToken) else None,
         user=principal_user(principal),
