@@ -46,7 +46,17 @@ def create_token(org: Organization, name: str, scopes: Iterable[Scope], *, creat
         created_by=created_by, expires_at=expires_at,
     )
     token.scopes.set(scopes)
+    _audit(created_by, "token.create", token, after={
+        "name": name, "scopes": sorted(s.public_id for s in scopes),
+        "expires_at": expires_at.isoformat() if expires_at else None})
     return token, f"{TOKEN_PREFIX}_{prefix}_{secret}"
+
+
+def _audit(actor, action: str, token: ApiToken, **change) -> None:
+    # Imported here: the audit trail lives in the contexts app, which depends on accounts.
+    from contexts.services.audit import record
+
+    record(actor, action, token, org=token.org, **change)
 
 
 def verify_token(raw: str) -> ApiToken | None:
@@ -72,7 +82,8 @@ def verify_token(raw: str) -> ApiToken | None:
     return token
 
 
-def revoke_token(token: ApiToken) -> None:
+def revoke_token(token: ApiToken, *, actor=None) -> None:
     if token.revoked_at is None:
         token.revoked_at = timezone.now()
         token.save(update_fields=["revoked_at"])
+        _audit(actor, "token.revoke", token)

@@ -1,4 +1,5 @@
 from django.contrib import admin
+from django.contrib.auth.views import redirect_to_login
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
@@ -13,6 +14,10 @@ handler500 = "contexts.api.errors.handler500"
 urlpatterns = [
     path("healthz", healthz, name="healthz"),
     path("metrics", metrics_view, name="metrics"),
+    # One login form, the console's rate-limited one: the admin's own would be a second,
+    # unthrottled place to guess passwords.
+    path("admin/login/", lambda request: redirect_to_login(
+        request.GET.get("next", "/admin/"), login_url="console:login"), name="admin-login"),
     path("admin/", admin.site.urls),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     # The split view serves its init script as a URL: no inline script (the CSP forbids it).

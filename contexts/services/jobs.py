@@ -16,6 +16,7 @@ from accounts.models import Scope
 from contexts.ingestion.pipeline import Ingestor, Stats, Target
 from contexts.ingestion.sources import walk
 from contexts.models import Context, IngestionJob, JobState
+from contexts.services.audit import record
 from contexts.services.errors import InvalidOperation
 from contexts.services.fragments import require
 
@@ -34,10 +35,14 @@ def create_job(principal: Any, scope: Scope, source: str, *, source_kind: str = 
         raise InvalidOperation(f"no such file or directory: {source}", field="path")
     if context is not None and context.org_id != scope.org_id:
         raise InvalidOperation("the context belongs to another organization", field="context")
-    return IngestionJob.objects.create(
+    job = IngestionJob.objects.create(
         org_id=scope.org_id, scope=scope, context=context, source=str(source),
         source_kind=source_kind, owner=owner, created_by=created_by,
     )
+    record(principal, "job.create", job, org=job.org, after={
+        "scope": scope.public_id, "source_kind": source_kind,
+        "context": context.public_id if context is not None else None})
+    return job
 
 
 def save_uploads(job: IngestionJob, files: Iterable[Any]) -> None:

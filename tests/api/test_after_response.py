@@ -9,7 +9,9 @@ from django.http import HttpResponse
 from contexts.api.after_response import run_after_response
 
 
-def test_tasks_run_on_close_in_order_and_a_failure_is_logged_not_raised(caplog) -> None:
+def test_tasks_run_on_close_in_order_and_a_failure_is_logged_not_raised(caplog, db) -> None:
+    # ``db``: closing a response sends request_finished, whose handler closes old database
+    # connections — refused without the fixture once an earlier test has opened one.
     ran: list[str] = []
 
     def boom() -> None:

@@ -27,6 +27,11 @@ def test_an_upload_creates_a_job_and_saves_the_files(cast, media,
     job = IngestionJob.objects.get()
     assert job.source_kind == "upload" and job.scope == cast.repo.scope
     assert job.created_by == cast.teammate and len(callbacks) == 1  # enqueued on commit
+    from contexts.models import AuditEvent
+
+    audit = AuditEvent.objects.get(object_id=job.public_id)
+    assert (audit.action, audit.actor, audit.after["scope"]) == (
+        "job.create", cast.teammate, cast.repo.scope.public_id)
     folder = Path(media) / "uploads" / job.public_id
     assert job.source == str(folder)
     assert sorted(p.name for p in folder.iterdir()) == ["notes.md", "retry.py"]

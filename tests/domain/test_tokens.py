@@ -69,3 +69,17 @@ def test_revoked_and_expired_tokens_are_refused(cast, client):
 
 def test_no_credentials_is_401(client, db):
     assert client.get("/api/whoami").status_code == 401
+
+
+def test_minting_and_revoking_a_token_are_audited(cast):
+    from accounts.tokens import create_token
+    from contexts.models import AuditEvent
+
+    token, _ = create_token(cast.org, "deploy-bot", [cast.repo.scope], created_by=cast.owner)
+    revoke_token(token, actor=cast.owner)
+    revoke_token(token, actor=cast.owner)  # already revoked: nothing happens, nothing recorded
+    events = list(AuditEvent.objects.filter(object_id=token.public_id).order_by("id"))
+    assert [(e.action, e.actor, e.org) for e in events] == [
+        ("token.create", cast.owner, cast.org), ("token.revoke", cast.owner, cast.org)]
+    assert events[0].after["scopes"] == [cast.repo.scope.public_id]
+    assert "secret" not in str(events[0].after) and token.secret_hash not in str(events[0].after)

@@ -184,6 +184,17 @@ def test_a_successful_login_below_the_limit_goes_through(cast, settings):  # noq
     assert response.status_code == 302 and client.session["_auth_user_id"] == str(cast.lead.pk)
 
 
+def test_the_admin_has_no_login_form_of_its_own(cast):  # noqa: F811
+    """Its form would be a second, unthrottled place to guess passwords."""
+    url = "/admin/login/?next=/admin/contexts/"
+    for response in (Client().get(url),
+                     Client().post(url, {"username": "lead", "password": "wrong"})):
+        assert response.status_code == 302
+        assert response["Location"] == "/login/?next=/admin/contexts/"
+    anonymous = Client().get("/admin/")
+    assert anonymous.status_code == 302 and anonymous["Location"].startswith("/admin/login/")
+
+
 # --- every curation action is audited -------------------------------------------------------------
 @dataclass
 class Audited:

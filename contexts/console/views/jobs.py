@@ -23,7 +23,8 @@ from contexts.services.errors import InvalidOperation
 from contexts.services.jobs import create_job, enqueue, save_uploads
 
 INGEST_KINDS = (ScopeKind.ORG, ScopeKind.REPO, ScopeKind.PERSONA)
-MAX_UPLOAD_FILES = 200
+# Django refuses more files than this before the view runs; say the same limit here.
+MAX_UPLOAD_FILES = settings.DATA_UPLOAD_MAX_NUMBER_FILES or 200
 
 
 def curatable_scopes(request: HttpRequest, org: Organization) -> list[Scope]:

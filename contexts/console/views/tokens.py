@@ -66,7 +66,7 @@ def tokens(request: HttpRequest, slug: str) -> HttpResponse:
 def token_revoke(request: HttpRequest, slug: str, token_id: str) -> HttpResponse:
     org = _administered_org(request, slug)
     token = get_object_or_404(visible(request).tokens(org), public_id=token_id)
-    revoke_token(token)
+    revoke_token(token, actor=request.user)
     if htmx_partial(request):
         return render(request, "htmx/token_row.html", {"org": org, "token": token})
     return redirect("console:tokens", slug=org.slug)
