@@ -15,9 +15,9 @@ import math
 from django.conf import settings
 from django.contrib.auth.views import LoginView
 from django.http import HttpRequest, HttpResponse
-from redis.exceptions import RedisError
 
 from contexts.api.throttling import AgentRateThrottle
+from contexts.availability import redis_call
 
 
 class LoginFailureThrottle(AgentRateThrottle):
@@ -44,10 +44,10 @@ class LoginFailureThrottle(AgentRateThrottle):
         now = self.timer()
         window = int(now // self.duration)
         self.window_ends_at = (window + 1) * self.duration
-        try:  # the bucket allow_request counts in
-            failures = self.cache.get(f"{self.get_cache_key(request, None)}:{window}", 0)
-        except RedisError:
-            return False  # as for the API: a limit nobody can count is lifted, not an outage
+        bucket = f"{self.get_cache_key(request, None)}:{window}"  # where allow_request counts
+        # As for the API: while Redis is unreachable the limit is lifted, not turned into an
+        # outage of the login form.
+        failures = redis_call(lambda: self.cache.get(bucket, 0), 0, "login throttle")
         return failures >= self.num_requests
 
     def record_failure(self, request: HttpRequest) -> None:
