@@ -62,7 +62,7 @@ def _gitignore_spec(root: Path, directory: Path) -> pathspec.PathSpec | None:
             body = f"{prefix}/{body.lstrip('/')}" if anchored else f"{prefix}/**/{body}"
             stripped = ("!" if negate else "") + body
         lines.append(stripped)
-    return pathspec.PathSpec.from_lines("gitwildmatch", lines)
+    return pathspec.GitIgnoreSpec.from_lines(lines)  # git's own semantics, incl. re-includes
 
 
 def git_metadata(root: Path) -> dict[str, tuple[str, dt.datetime]]:
