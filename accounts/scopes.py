@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Collection, Iterable
-from typing import Any
+from typing import Any, overload
 
 from django.apps import apps
 from django.contrib.auth.models import AbstractBaseUser
@@ -92,7 +92,8 @@ class Readable(frozenset):
         return frozenset(self.org_of[s] for s in self if s in self.org_of)
 
     def subscribed(self, scope_ids: Collection[int]) -> set[int]:
-        """As :func:`subscribed_context_scopes`, for subscribers within this set."""
+        """Scopes of the published contexts that any of ``scope_ids`` (within this set)
+        subscribes to."""
         return {c for s in scope_ids for c in self.subscriptions.get(s, ())}
 
 
@@ -152,13 +153,14 @@ def _subscriptions(scope_ids: Collection[int] | None) -> dict[int, set[int]]:
     return dict(found)
 
 
-def subscribed_context_scopes(scope_ids: Collection[int]) -> set[int]:
-    """Scopes of the published contexts that any of ``scope_ids`` subscribes to."""
-    return {c for scopes in _subscriptions(scope_ids).values() for c in scopes}
-
-
+@overload
+def readable_scopes(principal: Any, requested: None = None, *,
+                    known: Readable | None = None) -> Readable: ...
+@overload
+def readable_scopes(principal: Any, requested: Iterable[Scope | int], *,
+                    known: Readable | None = None) -> frozenset[int]: ...
 def readable_scopes(principal: Any, requested: Iterable[Scope | int] | None = None, *,
-                    known: frozenset[int] | None = None) -> frozenset[int]:
+                    known: Readable | None = None) -> frozenset[int]:
     """The scope ids ``principal`` may read; with ``requested``, exactly those ids.
 
     A requested scope the principal may not read (or that does not exist) raises
@@ -187,7 +189,7 @@ def retrieval_scopes(principal: Any, chain: Iterable[Scope], *,
     be readable. The result adds the contexts defined in those scopes and the published contexts
     they subscribe to — and nothing from sibling scopes (another repository, another session).
     """
-    if not isinstance(known, Readable):
+    if known is None:
         known = readable_scopes(principal)
     chain_ids = readable_scopes(principal, chain, known=known)
     # Both from what computing the readable set already read: no query here.

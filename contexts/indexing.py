@@ -23,7 +23,6 @@ from contexts.models import Embedding, EmbeddingGeneration, Fragment, FragmentSt
 from contexts.models.embeddings import GenerationState
 from contexts.search import (
     IndexSchemaMismatch,
-    IndexUnavailable,
     LexicalDoc,
     LexicalIndex,
     identifiers_from_text,
@@ -190,7 +189,7 @@ def rebuild_lexical_index(org: Organization, batch: int = 2000) -> int:
     index = lexical_index(org)
     try:
         index.clear()
-    except (IndexUnavailable, IndexSchemaMismatch, ValueError):
+    except (IndexSchemaMismatch, ValueError):
         # Deleted or corrupted: tantivy cannot open it even to clear it. PostgreSQL holds
         # everything the index does, so start from an empty one.
         logger.warning("lexical index of org %s is unreadable; recreating it", org.pk)

@@ -6,6 +6,8 @@ from django.db.models.signals import post_delete, post_save
 from django.dispatch import receiver
 
 from accounts.models import Organization
+from contexts.indexing import index_path
+from contexts.search import open_index
 from contexts.services.fragments import fragments_changed
 from contexts.services.partitions import drop_partition, ensure_partition
 
@@ -13,9 +15,12 @@ logger = logging.getLogger(__name__)
 
 
 @receiver(post_save, sender=Organization)
-def create_embedding_partition(sender, instance: Organization, created: bool, **kwargs) -> None:
+def create_derived_structures(sender, instance: Organization, created: bool, **kwargs) -> None:
     if created:
         ensure_partition(instance.pk)
+        # An empty lexical index from the start: a missing one then always means a fault that
+        # retrieval reports (degraded) and rebuild_index repairs, never "no fragments yet".
+        open_index(index_path(instance))
 
 
 @receiver(post_delete, sender=Organization)

@@ -97,6 +97,8 @@ def django_db_modify_db_settings(services: Services) -> None:
     settings.CELERY_BROKER_URL = services.redis.url
     settings.VAR_DIR = services.root / "var"
     settings.VAR_DIR.mkdir(parents=True, exist_ok=True)
+    # Organizations get their (empty) lexical index when created: not in the developer's var/.
+    settings.LEXICAL_INDEX_DIR = settings.VAR_DIR / "index"
     app.conf.update(broker_url=services.redis.url, result_backend=services.redis.url)
 
 

@@ -10,7 +10,7 @@ from typing import Any
 from rest_framework.exceptions import PermissionDenied
 
 from accounts.lookups import find_in_org, find_org
-from accounts.models import Organization, Persona, Repository, Scope, Session
+from accounts.models import Organization, Persona, Repository, Session
 from accounts.scopes import Readable, readable_scopes
 
 SCOPE_REFUSED = "scope not found or not readable"
@@ -20,21 +20,14 @@ def refuse() -> PermissionDenied:
     return PermissionDenied(SCOPE_REFUSED)
 
 
-def resolve_org(principal: Any, ref: str, readable: frozenset[int] | None = None
-                ) -> Organization:
+def resolve_org(principal: Any, ref: str, readable: Readable | None = None) -> Organization:
     """The organization, if the principal may read it or anything in it (a token bound to one
     repository still names the organization as its namespace)."""
     org = find_org(ref)
     if org is None:
         raise refuse()
     readable = readable if readable is not None else readable_scopes(principal)
-    if org.scope_id in readable:
-        return org
-    if isinstance(readable, Readable):  # it knows each scope's organization
-        reaches = org.pk in readable.orgs
-    else:
-        reaches = bool(readable & set(Scope.objects.filter(org=org).values_list("id", flat=True)))
-    if not reaches:
+    if org.scope_id not in readable and org.pk not in readable.orgs:
         raise refuse()
     return org
 

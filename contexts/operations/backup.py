@@ -14,7 +14,7 @@ from pathlib import Path
 from django.conf import settings
 from django.db import connection
 
-from contexts.embedded import EmbeddedPostgres
+from contexts.embedded import postgres_bin_dir
 
 
 class BackupError(RuntimeError):
@@ -24,7 +24,7 @@ class BackupError(RuntimeError):
 def pg_tool(name: str) -> str:
     """``pg_dump`` / ``pg_restore``: the embedded server's own build when none is on PATH (its
     version always matches the embedded server's)."""
-    embedded = EmbeddedPostgres(settings.VAR_DIR, 0).bin / name
+    embedded = postgres_bin_dir() / name
     if embedded.exists():
         return str(embedded)
     found = shutil.which(name)

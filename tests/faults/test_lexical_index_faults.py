@@ -77,3 +77,16 @@ def test_a_missing_index_is_never_silently_recreated_empty(api, cast, world):
         body = api.post("/api/contexts/retrieve", QUERY, format="json").json()
         assert set(body["degraded"]) == {"lexical"}
     assert not path.exists()
+
+
+def test_a_new_organization_has_an_empty_index_not_a_degraded_one(api, db):
+    """"Missing" must mean a fault: an organization without fragments yet is not degraded."""
+    from accounts.tokens import create_token
+    from tests.factories import OrganizationFactory
+
+    org = OrganizationFactory(slug="newco")
+    assert (index_path(org) / "meta.json").exists()
+    as_token(api, create_token(org, "agent", [org.scope])[1])
+    body = api.post("/api/contexts/retrieve", {"query": "anything", "scope": {"org_id": "newco"}},
+                    format="json").json()
+    assert body["fragments"] == [] and body["degraded"] == {}

@@ -9,11 +9,19 @@ from __future__ import annotations
 
 import pytest
 from django.core.cache import caches
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
+from rest_framework.test import APIClient
 
 from contexts import availability
 from contexts.embedded import EmbeddedRedis, free_port
-from contexts.models import AuditEvent, Fragment, FragmentVersion, RetrievalTrace
+from contexts.models import (
+    AuditEvent,
+    Fragment,
+    FragmentVersion,
+    IngestionJob,
+    RetrievalTrace,
+)
 from tests.api.conftest import as_token
 
 RETRIEVE = "/api/contexts/retrieve"
@@ -36,9 +44,8 @@ def _forget_clients() -> None:
     if hasattr(caches._connections, "default"):
         del caches["default"]
     availability._broker_client = None
-    availability._broker_seen_up = 0.0
-    availability._broker_breaker.reset()
-    availability._cache_breaker.reset()
+    availability._broker.forget()
+    availability._cache.forget()
 
 
 def _retrieve(api):
@@ -63,8 +70,9 @@ def test_retrieval_serves_and_writes_are_refused_while_redis_is_down(api, cast, 
             [f["id"] for f in up.json()["fragments"]]
     assert RetrievalTrace.objects.filter(public_id=down.json()["trace_id"]).exists()
 
-    fragments, versions, events = (Fragment.objects.count(), FragmentVersion.objects.count(),
-                                   AuditEvent.objects.count())
+    stored = (Fragment.objects.count(), FragmentVersion.objects.count(),
+              AuditEvent.objects.count(), IngestionJob.objects.count())
+    fragments = stored[0]
     session_scope = {"org_id": "acme", "session_id": cast.session.external_id}
     writes = [
         api.post("/api/fragments", {"scope": session_scope, "body": "a finding"},
@@ -72,6 +80,12 @@ def test_retrieval_serves_and_writes_are_refused_while_redis_is_down(api, cast, 
         api.post(f"/api/fragments/{world.repo_limiter.public_id}/feedback",
                  {"signal": "helped"}, format="json"),
     ]
+    uploader = APIClient()
+    uploader.force_authenticate(cast.owner)
+    writes.append(uploader.post("/api/sources", {
+        "org_id": "acme", "repo_id": "web",
+        "files": [SimpleUploadedFile("notes.md", b"# Notes\n\nWritten while Redis is down.")]},
+        format="multipart"))
     console = Client()
     console.force_login(cast.teammate)
     limiter = world.repo_limiter
@@ -82,13 +96,13 @@ def test_retrieval_serves_and_writes_are_refused_while_redis_is_down(api, cast, 
     for response in writes:
         assert response.status_code == 503, (response.request["PATH_INFO"], response.content)
         assert response["Retry-After"] == str(availability.RETRY_AFTER_SECONDS)
-    for response in writes[:2]:
+    for response in writes[:3]:
         error = response.json()["error"]
         assert error["code"] == "queue_unavailable" and "nothing was written" in error["message"]
-    assert "Nothing you submitted was saved" in writes[2].content.decode()
+    assert "Nothing you submitted was saved" in writes[3].content.decode()
     # Nothing half-written.
     assert (Fragment.objects.count(), FragmentVersion.objects.count(),
-            AuditEvent.objects.count()) == (fragments, versions, events)
+            AuditEvent.objects.count(), IngestionJob.objects.count()) == stored
     limiter.refresh_from_db()
     assert limiter.status == "active" and limiter.body != "rewritten while Redis is down"
 
@@ -106,8 +120,8 @@ def test_a_dead_redis_costs_one_connection_attempt_per_interval(api, cast, world
     own_redis.stop()
     _forget_clients()
     assert availability.broker_available() is False
-    assert availability._broker_breaker.is_open()
-    # While the breaker holds, no client is even consulted.
+    assert availability._broker.known() is False
+    # While that verdict holds, no client is even consulted.
     availability._broker_client = None
     assert availability.broker_available() is False
     assert availability._broker_client is None
