@@ -94,17 +94,14 @@ class RetrieveResponseSerializer(serializers.Serializer):
 
 def fragment_payload(item: ComposedFragment) -> dict:
     fragment = item.fragment
-    pointers = sorted(fragment.sources.all(), key=lambda p: (p.document.path, p.start_line or 0))
-    first = pointers[0] if pointers else None
+    first = item.sources[0] if item.sources else None
     source = None
     if first is not None:
-        repo = first.document.repository
-        source = {"path": first.document.path,
-                  "repository": repo.slug if repo is not None else None,
-                  "anchor": first.anchor, "lines": [first.start_line, first.end_line]}
+        source = {"path": first.path, "repository": first.repository, "anchor": first.anchor,
+                  "lines": [first.start_line, first.end_line]}
     return {
         "id": fragment.public_id,
-        "doc_id": f"{first.document.path}#{first.anchor}" if first else None,
+        "doc_id": f"{first.path}#{first.anchor}" if first else None,
         "version": fragment.version,
         "score": round(item.candidate.final, 4),
         "tokens": item.tokens,

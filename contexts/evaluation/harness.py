@@ -40,7 +40,7 @@ from contexts.ingestion.sources import SKIP_DIRS, Skipped, SourceFile, walk
 from contexts.models import SourcePointer
 from contexts.retrieval.pipeline import retrieve
 from contexts.retrieval.rerank import get_reranker
-from contexts.retrieval.types import RetrievalRequest
+from contexts.retrieval.types import ComposedFragment, RetrievalRequest
 
 logger = logging.getLogger(__name__)
 
@@ -408,7 +408,7 @@ class Harness:
             t0 = time.perf_counter()
             result = retrieve(request, record_trace=False)
             latencies[qid] = (time.perf_counter() - t0) * 1000
-            ranked = self._ranked_ids(qid, [c.fragment for c in result.fragments])
+            ranked = self._ranked_ids(qid, result.fragments)
             if self.options.ignore_identical_ids:
                 ranked = [doc for doc in ranked if doc != qid]
             scores = metrics.query_metrics(ranked, self.dataset.qrels[qid])
@@ -435,7 +435,7 @@ class Harness:
                         "queries": len(qids)}
                 for scope, qids in sorted(groups.items())}
 
-    def _ranked_ids(self, qid: str, fragments: list) -> list[str]:
+    def _ranked_ids(self, qid: str, fragments: list[ComposedFragment]) -> list[str]:
         """The returned fragments as a ranking of corpus ids (or labels), first occurrence
         kept — several chunks of one document count once, at the best chunk's rank."""
         ranked: list[str] = []
@@ -445,9 +445,9 @@ class Harness:
             judged = self.dataset.qrels[qid]
             labels = [Label.parse(text) for text in
                       sorted(judged, key=lambda text: (-judged[text], text))]
-        for fragment in fragments:
-            pointers = [Pointer(p.document.path, p.anchor, p.start_line, p.end_line)
-                        for p in fragment.sources.all()]
+        for item in fragments:
+            pointers = [Pointer(c.path, c.anchor, c.start_line, c.end_line)
+                        for c in item.sources]
             if labels is None:
                 ids = sorted(self.path_to_doc[p.path] for p in pointers
                              if p.path in self.path_to_doc)
@@ -458,7 +458,7 @@ class Harness:
                     # named by its first source so a labeller can read the miss.
                     first = min(pointers, key=lambda p: (p.path, p.anchor), default=None)
                     ids = [f"other:{first.path}#{first.anchor}" if first
-                           else f"other:{fragment.public_id}"]
+                           else f"other:{item.fragment.public_id}"]
             for doc in ids:
                 if doc not in seen:
                     seen.add(doc)

@@ -11,6 +11,7 @@ from django.db import models
 from django.utils import timezone
 
 from accounts.models import Organization, Scope
+from contexts.compression import packed_tokens
 
 
 class FragmentKind(models.TextChoices):
@@ -68,6 +69,9 @@ class Fragment(models.Model):
     natural_language = models.CharField(max_length=8, blank=True)
     symbol = models.CharField(max_length=300, blank=True)
     token_count = models.PositiveIntegerField(default=0)
+    packed_tokens = models.PositiveIntegerField(
+        null=True, blank=True, editable=False,
+        help_text="tokens of the text a bundle carries (contexts.compression); set on save")
     content_hash = models.CharField(max_length=64, db_index=True)
     simhash = models.BigIntegerField(null=True, blank=True, db_index=True)
     chunker_version = models.CharField(max_length=32, blank=True)
@@ -107,6 +111,12 @@ class Fragment(models.Model):
     def save(self, *args, **kwargs) -> None:
         if not self.public_id:
             self.public_id = fragment_public_id(self.uid)
+        update_fields = kwargs.get("update_fields")
+        if update_fields is None or {"body", "heading_path"} & set(update_fields):
+            # Counted here, where every body is written, so retrieval need not count it.
+            self.packed_tokens = packed_tokens(self.body, self.heading_path)
+            if update_fields is not None:
+                kwargs["update_fields"] = {*update_fields, "packed_tokens"}
         super().save(*args, **kwargs)
 
     @property

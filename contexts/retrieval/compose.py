@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-import re
 from collections.abc import Callable, Iterable
 
 from django.conf import settings
 from django.utils import timezone
 
+from contexts.compression import compress
 from contexts.ingestion.tokens import count_tokens
 from contexts.models import Fragment
 from contexts.retrieval.types import (
@@ -30,7 +30,6 @@ from contexts.retrieval.types import (
     Weights,
 )
 
-BLANK_RUNS = re.compile(r"\n{3,}")
 HEADER_ALLOWANCE = 64  # tokens a dropped header line can account for
 
 
@@ -50,19 +49,6 @@ def freshness(fragment: Fragment | CandidateRow, now: dt.datetime, half_life: fl
     touched = max(t for t in (fragment.last_edited_at, fragment.verified_at) if t is not None)
     age_days = max(0.0, (now - touched).total_seconds() / 86400)
     return math.exp(-age_days / max(half_life, 1e-6))
-
-
-def compress(fragment: Fragment | CandidateRow) -> str:
-    """Drop the boilerplate first line (the code header ``# path · symbol`` or the prose
-    breadcrumb, both carried by ``source`` and ``heading_path``); never paraphrase."""
-    text = fragment.body
-    first, _, rest = text.partition("\n")
-    breadcrumb = " > ".join(fragment.heading_path)
-    is_header = (first.startswith(("# ", "// ", "-- ")) and " · " in first) or (
-        breadcrumb and first.strip() == breadcrumb)
-    if is_header and rest.strip():
-        text = rest.lstrip("\n")
-    return BLANK_RUNS.sub("\n\n", text).strip()
 
 
 def score(candidates: dict[int, Candidate], rows: dict[int, CandidateRow],
@@ -112,8 +98,9 @@ def pack(candidates: dict[int, Candidate], rows: dict[int, CandidateRow],
         if row.token_count > remaining + HEADER_ALLOWANCE:
             candidate.dropped = "over budget"
             continue
-        text = compress(row)
-        tokens = count_tokens(text)
+        text = compress(row.body, row.heading_path)
+        # Stored with the fragment on save; only rows written around save() (bulk loads) count.
+        tokens = row.packed_tokens if row.packed_tokens is not None else count_tokens(text)
         if used + tokens > request.budget_tokens:
             candidate.dropped = "over budget"
             continue

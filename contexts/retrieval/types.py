@@ -110,6 +110,7 @@ class CandidateRow(NamedTuple):
     symbol: str
     version: int
     token_count: int
+    packed_tokens: int | None
     status: str
     last_edited_at: dt.datetime
     verified_at: dt.datetime | None
@@ -148,12 +149,23 @@ class Candidate:
         }
 
 
+class Citation(NamedTuple):
+    """Where a returned fragment comes from: a source document and the anchor in it."""
+
+    path: str
+    repository: str | None   # the repository's slug; None for organization-wide documents
+    anchor: str
+    start_line: int | None
+    end_line: int | None
+
+
 @dataclass
 class ComposedFragment:
     fragment: object          # contexts.models.Fragment
     candidate: Candidate
     text: str
     tokens: int
+    sources: list[Citation] = field(default_factory=list)  # by path, then first line
 
 
 @dataclass

@@ -4,6 +4,8 @@ import pytest
 from django.core.exceptions import PermissionDenied
 from django.db import DatabaseError, transaction
 
+from contexts.compression import compress
+from contexts.ingestion.tokens import count_tokens
 from contexts.models import AuditEvent, Fragment, FragmentStatus, FragmentVersion, Pin
 from contexts.services.errors import EditConflict, InvalidOperation
 from contexts.services.fragments import (
@@ -40,6 +42,21 @@ def test_an_edit_creates_a_new_version_and_keeps_the_old(cast, fragment):
                   .values_list("number", "body"))
     assert bodies == {1: "The limiter drops requests on burst.",
                       2: "The limiter queues requests on burst."}
+
+
+def test_the_packed_token_count_follows_every_body_and_heading_change(cast):
+    body = "# web/limiter.py · drop\ndef drop(request):\n\n\n\n    return burst(request)\n"
+    fragment = create_fragment(cast.teammate, cast.repo.scope, title="drop", body=body)
+    assert fragment.packed_tokens == count_tokens(compress(body, []))
+    assert fragment.packed_tokens < count_tokens(body)  # the header line and blank run go
+
+    edited = edit_fragment(cast.teammate, fragment, based_on_version=1, body="Short now.")
+    assert edited.packed_tokens == count_tokens("Short now.")
+    edited = edit_fragment(cast.teammate, edited, based_on_version=2,
+                           body="Limits\nQueue on burst.", heading_path=["Limits"])
+    assert edited.packed_tokens == count_tokens("Queue on burst.")  # the breadcrumb goes
+    retire_fragment(cast.teammate, edited, reason="gone")  # saves other fields only
+    assert Fragment.objects.get(pk=fragment.pk).packed_tokens == count_tokens("Queue on burst.")
 
 
 def test_an_edit_against_a_stale_version_is_refused_and_both_texts_survive(cast, fragment):

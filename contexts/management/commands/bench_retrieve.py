@@ -22,6 +22,7 @@ from django.db import connection
 
 from accounts.models import Organization, Repository
 from accounts.tokens import create_token
+from contexts.compression import packed_tokens
 from contexts.indexing import embed_fragments, lexical_index, rebuild_lexical_index
 from contexts.loadtest import Ask, connect, gunicorn, percentile, retrieve
 from contexts.models import Fragment
@@ -117,7 +118,8 @@ class Command(BaseCommand):
                                       body=text, content_hash=content_hash(text),
                                       kind="code" if code else "prose",
                                       namespace="code" if code else "prose",
-                                      token_count=len(text) // 4))
+                                      token_count=len(text) // 4,
+                                      packed_tokens=packed_tokens(text, [])))
             created = Fragment.objects.bulk_create(batch, batch_size=1000)
             for start in range(0, len(created), 256):
                 embed_fragments(created[start:start + 256])
