@@ -362,5 +362,8 @@ CELERY_BEAT_SCHEDULE = {
     "governance-drop-shadow-generations": {
         "task": "contexts.governance.tasks.drop_shadow_generations",
         "schedule": crontab(hour=4, minute=0)},
+    # Retrievals counted in Redis reach the fragments' use counters (contexts/usage.py).
+    "usage-flush-counters": {"task": "contexts.tasks.flush_use_counters",
+                             "schedule": float(env_int("CONTEXTS_USAGE_FLUSH_SECONDS", 30))},
 }
 # --- end Governance ----------------------------------------------------------------------------

@@ -37,14 +37,11 @@ def rebuild_index(org_id: int) -> int:
 
 
 @shared_task(ignore_result=True)
-def record_retrievals(fragment_ids: list[int]) -> None:
-    from django.db.models import F
-    from django.utils import timezone
+def flush_use_counters() -> int:
+    """Fold the retrievals counted in Redis into the fragments (``contexts.usage``)."""
+    from contexts import usage
 
-    from contexts.models import Fragment
-
-    Fragment.objects.filter(pk__in=fragment_ids).update(
-        retrieved_count=F("retrieved_count") + 1, last_retrieved_at=timezone.now())
+    return usage.flush()
 
 
 @shared_task(ignore_result=True)

@@ -24,7 +24,7 @@ from django.utils import timezone
 
 from accounts.models import ApiToken, Persona, new_public_id
 from accounts.permissions import principal_user
-from contexts.availability import broker_available
+from contexts import usage
 from contexts.metrics import observe_retrieval
 from contexts.models import Fragment, Pin, RetrievalTrace
 from contexts.retrieval import compose, dense, fuse, lexical
@@ -166,7 +166,7 @@ def retrieve(request: RetrievalRequest, *, principal: Any = None, record_trace: 
 
         writes.append(save_trace)
     if request.count_use:
-        writes.append(partial(_count_use, [c.fragment.pk for c in packed]))
+        writes.append(partial(usage.count_retrievals, [c.fragment.pk for c in packed]))
     for write in writes:
         if defer is not None:
             defer(write)
@@ -346,15 +346,3 @@ def _trace(request: RetrievalRequest, result: RetrievalResult, rows: dict[int, C
         timings_ms=result.timings_ms,
         degraded=result.degraded,
     )
-
-
-def _count_use(fragment_ids: list[int]) -> None:
-    """Use counters are updated by the worker, off the request path."""
-    if not fragment_ids or not broker_available():
-        return  # without Redis the counters skip a beat; retrieval does not wait for it
-    from contexts.tasks import record_retrievals
-
-    try:
-        record_retrievals.delay(fragment_ids)
-    except Exception:  # noqa: BLE001 - counters are advisory; never fail a retrieval for them
-        pass

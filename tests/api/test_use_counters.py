@@ -1,0 +1,37 @@
+"""Use counters: a retrieval counts its returned fragments in Redis (after the response), and
+the periodic flush folds them into the fragments — real Redis, real PostgreSQL."""
+
+from django.conf import settings
+
+from contexts import usage
+from contexts.models import Fragment
+from contexts.tasks import flush_use_counters
+from tests.api.conftest import as_token
+from tests.api.test_retrieve import URL, ids
+
+
+def test_retrievals_are_counted_in_redis_and_flushed_into_the_fragments(api, cast, world):
+    usage.flush()  # whatever earlier tests left pending
+    client = as_token(api, cast.raw_token)
+    body = {"query": "why does the rate limiter drop requests?",
+            "scope": {"org_id": "acme", "repo_id": "web"}}
+    first = ids(client.post(URL, body, format="json"))
+    second = ids(client.post(URL, body, format="json"))
+    assert first and first == second
+    returned = Fragment.objects.filter(public_id__in=first)
+    assert set(returned.values_list("retrieved_count", flat=True)) == {0}  # not yet flushed
+    assert usage.pending() == {f.pk: 2 for f in returned}
+
+    assert flush_use_counters() == len(first)  # the beat task, run here
+    assert usage.pending() == {}
+    for fragment in Fragment.objects.filter(public_id__in=first):
+        assert fragment.retrieved_count == 2 and fragment.last_retrieved_at is not None
+    untouched = Fragment.objects.exclude(public_id__in=first)
+    assert set(untouched.values_list("retrieved_count", flat=True)) == {0}
+    assert flush_use_counters() == 0  # nothing pending: nothing counted twice
+
+
+def test_the_flush_is_scheduled() -> None:
+    entry = settings.CELERY_BEAT_SCHEDULE["usage-flush-counters"]
+    assert entry["task"] == "contexts.tasks.flush_use_counters"
+    assert 0 < entry["schedule"] <= 300
