@@ -19,8 +19,6 @@ from collections.abc import Callable, Iterable
 from django.conf import settings
 from django.utils import timezone
 
-from contexts.compression import compress
-from contexts.ingestion.tokens import count_tokens
 from contexts.models import Fragment
 from contexts.retrieval.types import (
     Candidate,
@@ -29,8 +27,6 @@ from contexts.retrieval.types import (
     RetrievalRequest,
     Weights,
 )
-
-HEADER_ALLOWANCE = 64  # tokens a dropped header line can account for
 
 
 def halflife_days(fragment: Fragment | CandidateRow, request: RetrievalRequest,
@@ -77,7 +73,8 @@ def pack(candidates: dict[int, Candidate], rows: dict[int, CandidateRow],
          request: RetrievalRequest,
          as_model: Callable[[CandidateRow], Fragment]) -> list[ComposedFragment]:
     """Pins first (in pin order), then by final score; greedy into the budget; each once.
-    ``as_model`` turns a packed row into the Fragment the result cites."""
+    ``as_model`` turns a packed row into the Fragment the result cites. Sizes are the rows'
+    stored ``packed_tokens`` (every row has one here; see ``pipeline._count_unstored``)."""
     ordered: Iterable[Candidate] = sorted(
         (c for c in candidates.values() if c.fragment_id in rows),
         key=lambda c: (not c.pinned, c.pin_order if c.pinned else 0, -c.final, c.fragment_id),
@@ -91,20 +88,13 @@ def pack(candidates: dict[int, Candidate], rows: dict[int, CandidateRow],
         if request.max_fragments is not None and len(packed) >= request.max_fragments:
             candidate.dropped = "over max_fragments"
             continue
-        row = rows[candidate.fragment_id]
-        remaining = request.budget_tokens - used
-        # Compression only drops a header line: a body far over the remaining budget cannot
-        # fit, so skip it without tokenizing.
-        if row.token_count > remaining + HEADER_ALLOWANCE:
-            candidate.dropped = "over budget"
-            continue
-        text = compress(row.body, row.heading_path)
-        # Stored with the fragment on save; only rows written around save() (bulk loads) count.
-        tokens = row.packed_tokens if row.packed_tokens is not None else count_tokens(text)
+        tokens = rows[candidate.fragment_id].packed_tokens
         if used + tokens > request.budget_tokens:
             candidate.dropped = "over budget"
             continue
         used += tokens
         candidate.returned = True
-        packed.append(ComposedFragment(as_model(row), candidate, text, tokens))
+        # The text is filled in by the caller: bodies are read only for what is returned.
+        packed.append(ComposedFragment(as_model(rows[candidate.fragment_id]), candidate, "",
+                                       tokens))
     return packed

@@ -25,6 +25,7 @@ from django.utils import timezone
 from accounts.models import ApiToken, Persona, new_public_id
 from accounts.permissions import principal_user
 from contexts import usage
+from contexts.compression import compress, packed_tokens
 from contexts.metrics import observe_retrieval
 from contexts.models import Fragment, Pin, RetrievalTrace
 from contexts.retrieval import compose, dense, fuse, lexical
@@ -148,9 +149,10 @@ def retrieve(request: RetrievalRequest, *, principal: Any = None, record_trace: 
         timings["rerank"] = _ms(rerank_started)
 
         compose_started = time.perf_counter()
+        _count_unstored(rows)
         compose.score(candidates, rows, pins, request, weights, persona_halflives)
         packed = compose.pack(candidates, rows, request, _as_model)
-        _cite(packed)
+        _complete(packed, rows)
         timings["compose"] = _ms(compose_started)
     timings["total"] = _ms(started)
 
@@ -256,25 +258,48 @@ def _dense_leg(request: RetrievalRequest, vectors: dict[tuple[int, ...], np.ndar
     return dense.ranked(best, request.k_dense), rows
 
 
-# Citations only for what is returned, not for every candidate: one plain query of the
-# columns a citation shows (through the ORM it cost ~4 ms a request).
-_CITATIONS_SQL = """
-    SELECT p.fragment_id, d.path, r.slug, p.anchor, p.start_line, p.end_line
-    FROM contexts_sourcepointer p
-    JOIN contexts_sourcedocument d ON d.id = p.document_id
+def _bodies(pks: Collection[int]) -> dict[int, str]:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT id, body FROM contexts_fragment WHERE id = ANY(%s)", [sorted(pks)])
+        return dict(cursor.fetchall())
+
+
+def _count_unstored(rows: dict[int, CandidateRow]) -> None:
+    """Packing sizes come from ``packed_tokens``, stored on save; rows written around save()
+    (bulk loads) have none and are counted here."""
+    unstored = [pk for pk, row in rows.items() if row.packed_tokens is None]
+    if unstored:
+        for pk, body in _bodies(unstored).items():
+            rows[pk] = rows[pk]._replace(
+                packed_tokens=packed_tokens(body, rows[pk].heading_path))
+
+
+# The returned fragments' bodies and citations in one plain query (through the ORM the
+# citations alone cost ~4 ms a request); one row per source pointer, or one without.
+_COMPLETE_SQL = """
+    SELECT f.id, f.body, d.path, r.slug, p.anchor, p.start_line, p.end_line
+    FROM contexts_fragment f
+    LEFT JOIN contexts_sourcepointer p ON p.fragment_id = f.id
+    LEFT JOIN contexts_sourcedocument d ON d.id = p.document_id
     LEFT JOIN accounts_repository r ON r.id = d.repository_id
-    WHERE p.fragment_id = ANY(%s)
+    WHERE f.id = ANY(%s)
 """
 
 
-def _cite(packed: list[ComposedFragment]) -> None:
+def _complete(packed: list[ComposedFragment], rows: dict[int, CandidateRow]) -> None:
+    """Fill in the packed fragments' text (compressed body) and citations."""
     if not packed:
         return
     by_pk = {item.fragment.pk: item for item in packed}
     with connection.cursor() as cursor:
-        cursor.execute(_CITATIONS_SQL, [sorted(by_pk)])
-        for fragment_id, *citation in cursor.fetchall():
-            by_pk[fragment_id].sources.append(Citation(*citation))
+        cursor.execute(_COMPLETE_SQL, [sorted(by_pk)])
+        for fragment_id, body, path, *citation in cursor.fetchall():
+            item = by_pk[fragment_id]
+            if not item.text:
+                item.fragment.body = body
+                item.text = compress(body, rows[fragment_id].heading_path)
+            if path is not None:
+                item.sources.append(Citation(path, *citation))
     for item in packed:
         item.sources.sort(key=lambda c: (c.path, c.start_line or 0))
 
@@ -297,7 +322,8 @@ def _rerank(reranker, request: RetrievalRequest, candidates, rows) -> None:
                  key=lambda c: -c.relevance)[:request.rerank_top]
     if not top:
         return
-    scores = reranker.score(request.query, [rows[c.fragment_id].body for c in top])
+    bodies = _bodies([c.fragment_id for c in top])
+    scores = reranker.score(request.query, [bodies[c.fragment_id] for c in top])
     for candidate, value in zip(top, scores, strict=True):
         candidate.rerank = round(value, 6)
         candidate.relevance = value

@@ -95,7 +95,8 @@ class RetrievalRequest:
 
 class CandidateRow(NamedTuple):
     """A candidate fragment's columns as retrieval reads them (one row per candidate); the
-    packed few become ``Fragment`` model instances."""
+    packed few become ``Fragment`` model instances. No body: a body is read only for what is
+    returned (or reranked), which keeps ~200 candidate rows light."""
 
     pk: int
     public_id: str
@@ -106,7 +107,6 @@ class CandidateRow(NamedTuple):
     negative: bool
     title: str
     heading_path: list[str]
-    body: str
     symbol: str
     version: int
     token_count: int

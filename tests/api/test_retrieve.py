@@ -5,7 +5,11 @@ import datetime as dt
 import pytest
 from django.utils import timezone
 
+from accounts.permissions import SYSTEM
 from accounts.tokens import create_token
+from contexts.indexing import reindex_fragments
+from contexts.ingestion.tokens import count_tokens
+from contexts.models import Fragment
 from contexts.services.fragments import (
     create_fragment,
     mark_negative,
@@ -144,6 +148,25 @@ def test_the_budget_is_respected_and_min_score_cuts(api, cast, world):
     small = ask(api, "rate limiter deploy", scope, budget_tokens=40).json()
     assert sum(f["tokens"] for f in small["fragments"]) <= 40
     assert ask(api, "rate limiter", scope, min_score=1.0).json()["fragments"] == []
+
+
+def test_returned_text_is_the_compressed_body_and_its_count_whether_stored_or_not(
+        api, cast, world):
+    header = create_fragment(SYSTEM, cast.repo.scope, title="acquire",
+                             body="# web/limiter.py · acquire\ndef acquire(bucket):\n\n\n\n"
+                                  "    raise ERR_RATE  # rate limiter bucket empty\n")
+    # As a bulk load leaves it: no stored count, so retrieval counts the text itself.
+    Fragment.objects.filter(pk=world.repo_limiter.pk).update(packed_tokens=None)
+    reindex_fragments([header.pk])
+    api.force_authenticate(cast.viewer)
+    got = {f["id"]: f for f in ask(api, "rate limiter acquire ERR_RATE",
+                                   {"org_id": "acme", "repo_id": "web"}).json()["fragments"]}
+    assert got[header.public_id]["text"] == "def acquire(bucket):\n\n    raise ERR_RATE  # rate " \
+        "limiter bucket empty"  # header line and blank run dropped, nothing paraphrased
+    limiter = got[world.repo_limiter.public_id]
+    assert limiter["text"] == world.repo_limiter.body
+    for fragment in got.values():
+        assert fragment["tokens"] == count_tokens(fragment["text"])
 
 
 def test_traces_explain_every_stage_and_follow_the_same_permissions(api, cast, world):
