@@ -12,7 +12,6 @@ authority — PageRank over the citation graph, normalised to 0–1; pinned — 
 
 from __future__ import annotations
 
-import datetime as dt
 import math
 from collections.abc import Callable, Iterable
 
@@ -41,9 +40,9 @@ def halflife_days(fragment: Fragment | CandidateRow, request: RetrievalRequest,
     return 90.0
 
 
-def freshness(fragment: Fragment | CandidateRow, now: dt.datetime, half_life: float) -> float:
-    touched = max(t for t in (fragment.last_edited_at, fragment.verified_at) if t is not None)
-    age_days = max(0.0, (now - touched).total_seconds() / 86400)
+def freshness(touched_at: float, now: float, half_life: float) -> float:
+    """``exp(-age_days / half_life)``; times in epoch seconds."""
+    age_days = max(0.0, (now - touched_at) / 86400)
     return math.exp(-age_days / max(half_life, 1e-6))
 
 
@@ -51,7 +50,7 @@ def score(candidates: dict[int, Candidate], rows: dict[int, CandidateRow],
           pins: dict[int, int], request: RetrievalRequest, weights: Weights,
           persona_halflives: dict | None) -> None:
     """Fill freshness, authority, pin and final score of every candidate in place."""
-    now = request.as_of or timezone.now()
+    now = (request.as_of or timezone.now()).timestamp()
     for fragment_id in pins:
         candidates.setdefault(fragment_id, Candidate(fragment_id))
     for candidate in candidates.values():
@@ -59,7 +58,7 @@ def score(candidates: dict[int, Candidate], rows: dict[int, CandidateRow],
         if fragment is None:
             candidate.dropped = "not visible or not retrievable"
             continue
-        candidate.freshness = freshness(fragment, now,
+        candidate.freshness = freshness(fragment.touched_at, now,
                                         halflife_days(fragment, request, persona_halflives))
         candidate.authority = max(0.0, min(1.0, fragment.authority))
         candidate.pinned = candidate.fragment_id in pins

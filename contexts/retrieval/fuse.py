@@ -7,6 +7,13 @@ from collections.abc import Mapping, Sequence
 from contexts.retrieval.types import Candidate, FusionConfig
 
 
+def _leg_weights(legs: Mapping[str, Sequence], config: FusionConfig,
+                 namespaces: Mapping[int, str]) -> dict[str | None, dict[str, float]]:
+    """namespace → leg → weight, for the namespaces present (looked up once, not per hit)."""
+    return {ns: {leg: config.weight(leg, ns) for leg in legs}
+            for ns in {None, *namespaces.values()}}
+
+
 def rrf(legs: Mapping[str, Sequence[tuple[int, float]]], config: FusionConfig,
         namespaces: Mapping[int, str] | None = None) -> dict[int, Candidate]:
     """Candidates keyed by fragment pk with per-leg ranks, raw scores and the fused score.
@@ -14,19 +21,20 @@ def rrf(legs: Mapping[str, Sequence[tuple[int, float]]], config: FusionConfig,
     ``namespaces`` (fragment pk → prose/code) selects per-namespace leg weights.
     """
     namespaces = namespaces or {}
+    table = _leg_weights(legs, config, namespaces)
     candidates: dict[int, Candidate] = {}
     for leg, ranked in legs.items():
         for rank, (fragment_id, score) in enumerate(ranked, start=1):
-            candidate = candidates.setdefault(fragment_id, Candidate(fragment_id))
+            candidate = candidates.get(fragment_id)
+            if candidate is None:
+                candidate = candidates[fragment_id] = Candidate(fragment_id)
             candidate.ranks[leg] = rank
             candidate.scores[leg] = round(float(score), 6)
-            weight = config.weight(leg, namespaces.get(fragment_id))
-            candidate.rrf += weight / (config.k + rank)
+            candidate.rrf += table[namespaces.get(fragment_id)][leg] / (config.k + rank)
     # Relevance on 0–1: a fragment ranked first by every leg (at full weight) scores 1.
+    best = {ns: sum(weights.values()) / (config.k + 1) or 1.0 for ns, weights in table.items()}
     for candidate in candidates.values():
-        namespace = namespaces.get(candidate.fragment_id)
-        best = sum(config.weight(leg, namespace) for leg in legs) / (config.k + 1) or 1.0
-        candidate.relevance = candidate.rrf / best
+        candidate.relevance = candidate.rrf / best[namespaces.get(candidate.fragment_id)]
     return candidates
 
 
@@ -46,13 +54,15 @@ def convex(legs: Mapping[str, Sequence[tuple[int, float]]], config: FusionConfig
     the weighted mean of normalised scores, 0–1."""
     namespaces = namespaces or {}
     candidates = rrf(legs, config, namespaces)  # ranks, raw scores, RRF kept for the trace
+    table = _leg_weights(legs, config, namespaces)
+    totals = {ns: sum(weights.values()) or 1.0 for ns, weights in table.items()}
     normalised = {leg: _min_max(ranked) for leg, ranked in legs.items()}
     for candidate in candidates.values():
         namespace = namespaces.get(candidate.fragment_id)
-        total = sum(config.weight(leg, namespace) for leg in legs) or 1.0
+        weights = table[namespace]
         candidate.relevance = sum(
-            config.weight(leg, namespace) * normalised[leg].get(candidate.fragment_id, 0.0)
-            for leg in legs) / total
+            weights[leg] * normalised[leg].get(candidate.fragment_id, 0.0)
+            for leg in legs) / totals[namespace]
     return candidates
 
 

@@ -112,8 +112,7 @@ class CandidateRow(NamedTuple):
     token_count: int
     packed_tokens: int | None
     status: str
-    last_edited_at: dt.datetime
-    verified_at: dt.datetime | None
+    touched_at: float      # epoch seconds of the last edit or verification, for freshness
     authority: float
     chunker_version: str
     language: str

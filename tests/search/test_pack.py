@@ -15,7 +15,7 @@ def row(pk: int, tokens: int) -> CandidateRow:
     return CandidateRow(pk=pk, public_id=f"frag_{pk}", org_id=1, scope_id=1, kind="prose",
                         namespace="prose", negative=False, title="", heading_path=[],
                         symbol="", version=1, token_count=tokens + 5, packed_tokens=tokens,
-                        status="active", last_edited_at=NOW, verified_at=None, authority=0.0,
+                        status="active", touched_at=NOW.timestamp(), authority=0.0,
                         chunker_version="t", language="en")
 
 

@@ -1,0 +1,43 @@
+"""Fusion arithmetic, checked against hand-computed values."""
+
+from __future__ import annotations
+
+import pytest
+
+from contexts.retrieval.fuse import convex, fuse, rrf
+from contexts.retrieval.types import FusionConfig
+
+LEGS = {"lexical": [(1, 12.0), (2, 8.0), (3, 4.0)], "dense": [(2, 0.9), (4, 0.5)]}
+CONFIG = FusionConfig(k=10.0, weights=(("dense", 1.0), ("lexical", 0.5)),
+                      namespace_weights=(("code", (("dense", 1.0), ("lexical", 0.0))),))
+
+
+def test_rrf_sums_weighted_reciprocal_ranks_and_scales_relevance_per_namespace() -> None:
+    got = rrf(LEGS, CONFIG, {1: "prose", 2: "prose", 3: "code", 4: "code"})
+    assert got[2].ranks == {"lexical": 2, "dense": 1} and got[2].scores["lexical"] == 8.0
+    assert got[2].rrf == pytest.approx(0.5 / 12 + 1.0 / 11)
+    assert got[3].rrf == 0.0  # lexical carries no weight for code
+    assert got[4].rrf == pytest.approx(1.0 / 12)
+    # Relevance 1 means first in every leg at full weight: prose best = 1.5/11, code 1/11.
+    assert got[2].relevance == pytest.approx((0.5 / 12 + 1.0 / 11) / (1.5 / 11))
+    assert got[4].relevance == pytest.approx((1.0 / 12) / (1.0 / 11))
+    # Without namespaces the default weights apply.
+    assert rrf(LEGS, CONFIG)[3].rrf == pytest.approx(0.5 / 13)
+
+
+def test_convex_blends_min_max_normalised_scores() -> None:
+    got = convex(LEGS, CONFIG, {1: "prose", 2: "prose", 3: "prose", 4: "code"})
+    # lexical 12/8/4 → 1, 0.5, 0; dense 0.9/0.5 → 1, 0; prose weights 1 (dense), 0.5 (lexical).
+    assert got[1].relevance == pytest.approx(0.5 * 1.0 / 1.5)
+    assert got[2].relevance == pytest.approx((0.5 * 0.5 + 1.0 * 1.0) / 1.5)
+    assert got[3].relevance == 0.0
+    assert got[4].relevance == 0.0  # dense minimum; lexical has no weight for code
+    assert got[2].rrf == pytest.approx(0.5 / 12 + 1.0 / 11)  # RRF kept for the trace
+
+
+def test_fuse_dispatches_on_the_configured_method() -> None:
+    assert fuse(LEGS, CONFIG)[2].relevance == rrf(LEGS, CONFIG)[2].relevance
+    convex_config = FusionConfig(k=10.0, weights=CONFIG.weights, method="convex")
+    assert fuse(LEGS, convex_config)[1].relevance == convex(LEGS, convex_config)[1].relevance
+    with pytest.raises(ValueError, match="unknown fusion method"):
+        fuse(LEGS, FusionConfig(method="max"))
