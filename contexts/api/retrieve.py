@@ -155,12 +155,24 @@ def build_request(principal, data: dict) -> RetrievalRequest:
     )
 
 
+def early_embedding(body: object) -> dense.QueryEmbedding | None:
+    """Start embedding the query of a not yet validated body, so that the forward pass — the
+    one expensive step — overlaps validation and scope resolution. Only for an authenticated,
+    throttled caller; :func:`retrieve_for` uses it only if validation kept the same text."""
+    query = body.get("query") if isinstance(body, dict) else None
+    if not isinstance(query, str) or not 0 < len(query) <= LIMITS["max_query_chars"]:
+        return None
+    return dense.QueryEmbedding(query.strip())
+
+
 def retrieve_for(principal, data: dict,
-                 defer: Callable[[Callable[[], None]], None] | None = None) -> RetrievalResult:
-    """Validated API input → the bundle (REST and MCP). The query's embedding — the one
-    expensive step — starts first and runs in the query encoder while scopes are resolved; a
+                 defer: Callable[[Callable[[], None]], None] | None = None,
+                 embedding: dense.QueryEmbedding | None = None) -> RetrievalResult:
+    """Validated API input → the bundle (REST and MCP). The query's embedding starts first
+    (or earlier: ``embedding``) and runs in the query encoder while scopes are resolved; a
     refused scope only wastes that forward pass. ``defer``: as in ``retrieve``."""
-    embedding = dense.QueryEmbedding(data["query"])
+    if embedding is None or embedding.query != data["query"]:
+        embedding = dense.QueryEmbedding(data["query"])
     request = build_request(principal, data)
     try:
         return retrieve(request, principal=principal, embedding=embedding, defer=defer)
@@ -179,10 +191,12 @@ def retrieve_for(principal, data: dict,
 @api_view(["POST"])
 @throttle_classes([AgentRateThrottle])
 def retrieve_view(request: Request) -> Response:
+    embedding = early_embedding(request.data)
     data = RetrieveRequestSerializer(data=request.data)
     data.is_valid(raise_exception=True)
     writes: list[Callable[[], None]] = []
-    result = retrieve_for(request.user, data.validated_data, defer=writes.append)
+    result = retrieve_for(request.user, data.validated_data, defer=writes.append,
+                          embedding=embedding)
     response = Response(response_payload(result))
     # The trace row and the use counters are written once the answer is on its way.
     run_after_response(response, writes)

@@ -3,9 +3,9 @@
 DRF's ``SimpleRateThrottle`` keeps every request's timestamp of the window in one cache entry
 and rewrites it with a read-modify-write: at thousands of requests a minute that is a large
 value moved twice per request, and concurrent requests lose each other's updates. Here each
-window is one atomic Redis counter (``SET NX`` + ``INCR``): constant cost, nothing lost. A
-fixed window lets a token spend up to twice its rate across a window boundary, which is the
-usual trade for that.
+window is one atomic Redis counter (``SET NX`` + ``INCR``, one round trip): constant cost,
+nothing lost. A fixed window lets a token spend up to twice its rate across a window
+boundary, which is the usual trade for that.
 """
 
 from __future__ import annotations
@@ -46,13 +46,13 @@ class AgentRateThrottle(SimpleRateThrottle):
         return redis_call(lambda: self._count(bucket), 0, "throttle") <= self.num_requests
 
     def _count(self, bucket: str) -> int:
+        # One round trip: open the window's counter if it is new, then count this request.
         # The entry outlives its window a little so a slow INCR never recreates it.
-        self.cache.add(bucket, 0, timeout=self.duration + 5)
-        try:
-            return self.cache.incr(bucket)
-        except ValueError:  # evicted between add and incr: this request opens it again
-            self.cache.add(bucket, 1, timeout=self.duration + 5)
-            return 1
+        key = self.cache.make_and_validate_key(bucket)
+        pipe = self.cache._cache.get_client(key, write=True).pipeline(transaction=False)
+        pipe.set(key, 0, ex=self.duration + 5, nx=True)
+        pipe.incr(key)
+        return pipe.execute()[1]
 
     def wait(self) -> float:
         return max(0.0, self.window_ends_at - self.timer())

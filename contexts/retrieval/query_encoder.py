@@ -69,7 +69,8 @@ class Child:
         self.owner = os.getpid()  # a child does not survive a fork of its parent
         self._tickets = itertools.count()
         self._send_lock = threading.Lock()
-        self._receive_lock = threading.Lock()
+        # Reentrant: an abandoned Pending's __del__ may run in a thread that holds it.
+        self._receive_lock = threading.RLock()
         self._answers: dict[int, tuple[object, float]] = {}
         self._unwanted: set[int] = set()
         self.broken = False
@@ -105,6 +106,13 @@ class Child:
         if isinstance(payload, BaseException):
             raise payload
         return payload, done_at
+
+    def abandon(self, ticket: int) -> None:
+        """Nobody will ask for ``ticket`` (e.g. the request failed validation): drop its answer
+        whether it came in already or not."""
+        with self._receive_lock:
+            if self._answers.pop(ticket, None) is None:
+                self._unwanted.add(ticket)
 
     def close(self) -> None:
         self.broken = True
@@ -152,8 +160,10 @@ class Pending:
     def __init__(self, specs: Sequence[ModelSpec], text: str) -> None:
         self.specs, self.text = list(specs), text
         self._child: Child | None = None
+        self._ticket: int | None = None
         self._future: Future | None = None
         self._done_at: float | None = None
+        self._result: tuple[list[np.ndarray], float] | None = None
         if mode() == "process":
             try:
                 self._child = child()
@@ -165,18 +175,27 @@ class Pending:
         self._future = _threads.submit(encode_query_with, self.specs, text)
         self._future.add_done_callback(self._stamp)
 
+    def __del__(self) -> None:
+        if self._child is not None and self._ticket is not None:
+            self._child.abandon(self._ticket)
+
     def _stamp(self, _future: Future) -> None:
         self._done_at = time.monotonic()
 
     def result(self) -> tuple[list[np.ndarray], float]:
         """One vector per spec, and when they were ready (``time.monotonic()``)."""
-        if self._child is not None:
+        if self._result is None:
+            self._result = self._wait()
+        return self._result
+
+    def _wait(self) -> tuple[list[np.ndarray], float]:
+        if self._child is not None and self._ticket is not None:
+            ticket, self._ticket = self._ticket, None  # answered: nothing to abandon
             try:
-                return self._child.answer(self._ticket)
+                return self._child.answer(ticket)
             except ChildDied:
                 logger.warning("query encoder process died; embedding in-process")
-                vectors = encode_query_with(self.specs, self.text)
-                return vectors, time.monotonic()
+                return encode_query_with(self.specs, self.text), time.monotonic()
         assert self._future is not None
         vectors = self._future.result()
         return vectors, self._done_at or time.monotonic()

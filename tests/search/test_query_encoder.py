@@ -118,3 +118,13 @@ def test_a_child_inherited_across_a_fork_is_not_reused(process_mode) -> None:
         assert query_encoder.child() is not inherited
     finally:
         inherited.close()
+
+
+def test_answers_nobody_waits_for_are_dropped(process_mode) -> None:
+    abandoned = [Pending(SPECS, f"{QUERY} #{n}") for n in range(3)]
+    abandoned[0].result()  # this one is read; the others' requests failed, say
+    del abandoned  # their answers may or may not have come in by now
+    [vector], _ = Pending(SPECS, QUERY).result()
+    np.testing.assert_allclose(vector, expected(QUERY), atol=1e-5)
+    child = query_encoder._child
+    assert child._answers == {} and child._unwanted == set()
