@@ -13,7 +13,7 @@ authority — PageRank over the citation graph, normalised to 0–1; pinned — 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 
 from django.conf import settings
 from django.utils import timezone
@@ -22,7 +22,6 @@ from contexts.models import Fragment
 from contexts.retrieval.types import (
     Candidate,
     CandidateRow,
-    ComposedFragment,
     RetrievalRequest,
     Weights,
 )
@@ -69,17 +68,16 @@ def score(candidates: dict[int, Candidate], rows: dict[int, CandidateRow],
 
 
 def pack(candidates: dict[int, Candidate], rows: dict[int, CandidateRow],
-         request: RetrievalRequest,
-         as_model: Callable[[CandidateRow], Fragment]) -> list[ComposedFragment]:
+         request: RetrievalRequest) -> list[Candidate]:
     """Pins first (in pin order), then by final score; greedy into the budget; each once.
-    ``as_model`` turns a packed row into the Fragment the result cites. Sizes are the rows'
-    stored ``packed_tokens`` (every row has one here; see ``pipeline._count_unstored``)."""
+    Sizes are the rows' stored ``packed_tokens`` (every row has one here; see
+    ``pipeline._count_unstored``). Marks and returns the candidates that fit."""
     ordered: Iterable[Candidate] = sorted(
         (c for c in candidates.values() if c.fragment_id in rows),
         key=lambda c: (not c.pinned, c.pin_order if c.pinned else 0, -c.final, c.fragment_id),
     )
     used = 0
-    packed: list[ComposedFragment] = []
+    packed: list[Candidate] = []
     for candidate in ordered:
         if not candidate.pinned and candidate.final < request.min_score:
             candidate.dropped = "below min_score"
@@ -93,7 +91,5 @@ def pack(candidates: dict[int, Candidate], rows: dict[int, CandidateRow],
             continue
         used += tokens
         candidate.returned = True
-        # The text is filled in by the caller: bodies are read only for what is returned.
-        packed.append(ComposedFragment(as_model(rows[candidate.fragment_id]), candidate, "",
-                                       tokens))
+        packed.append(candidate)
     return packed

@@ -31,6 +31,7 @@ from contexts.models import Fragment, Pin, RetrievalTrace
 from contexts.retrieval import compose, dense, fuse, lexical
 from contexts.retrieval.rerank import NoReranker, get_reranker
 from contexts.retrieval.types import (
+    Candidate,
     CandidateRow,
     Citation,
     ComposedFragment,
@@ -151,8 +152,7 @@ def retrieve(request: RetrievalRequest, *, principal: Any = None, record_trace: 
         compose_started = time.perf_counter()
         _count_unstored(rows)
         compose.score(candidates, rows, pins, request, weights, persona_halflives)
-        packed = compose.pack(candidates, rows, request, _as_model)
-        _complete(packed, rows)
+        packed = _complete(compose.pack(candidates, rows, request), rows)
         timings["compose"] = _ms(compose_started)
     timings["total"] = _ms(started)
 
@@ -263,10 +263,12 @@ def _dense_leg(request: RetrievalRequest, vectors: dict[tuple[int, ...], np.ndar
     return dense.ranked(best, request.k_dense), rows
 
 
-def _bodies(pks: Collection[int]) -> dict[int, str]:
+def _bodies(pks: Collection[int]) -> dict[int, tuple[str, list[str]]]:
+    """pk → (body, heading_path), for what needs the text before packing."""
     with connection.cursor() as cursor:
-        cursor.execute("SELECT id, body FROM contexts_fragment WHERE id = ANY(%s)", [sorted(pks)])
-        return dict(cursor.fetchall())
+        cursor.execute("SELECT id, body, heading_path FROM contexts_fragment WHERE id = ANY(%s)",
+                       [sorted(pks)])
+        return {pk: (body, heading_path) for pk, body, heading_path in cursor.fetchall()}
 
 
 def _count_unstored(rows: dict[int, CandidateRow]) -> None:
@@ -274,15 +276,15 @@ def _count_unstored(rows: dict[int, CandidateRow]) -> None:
     (bulk loads) have none and are counted here."""
     unstored = [pk for pk, row in rows.items() if row.packed_tokens is None]
     if unstored:
-        for pk, body in _bodies(unstored).items():
-            rows[pk] = rows[pk]._replace(
-                packed_tokens=packed_tokens(body, rows[pk].heading_path))
+        for pk, (body, heading_path) in _bodies(unstored).items():
+            rows[pk] = rows[pk]._replace(packed_tokens=packed_tokens(body, heading_path))
 
 
-# The returned fragments' bodies and citations in one plain query (through the ORM the
+# The returned fragments whole, with their citations, in one plain query (through the ORM the
 # citations alone cost ~4 ms a request); one row per source pointer, or one without.
-_COMPLETE_SQL = """
-    SELECT f.id, f.body, f.last_edited_at, f.verified_at,
+_FRAGMENT_FIELDS = [f.attname for f in Fragment._meta.concrete_fields]
+_COMPLETE_SQL = f"""
+    SELECT {", ".join(f"f.{f.column}" for f in Fragment._meta.concrete_fields)},
            d.path, r.slug, p.anchor, p.start_line, p.end_line
     FROM contexts_fragment f
     LEFT JOIN contexts_sourcepointer p ON p.fragment_id = f.id
@@ -292,37 +294,31 @@ _COMPLETE_SQL = """
 """
 
 
-def _complete(packed: list[ComposedFragment], rows: dict[int, CandidateRow]) -> None:
-    """Fill in the packed fragments' text (compressed body), times and citations."""
+def _complete(packed: list[Candidate], rows: dict[int, CandidateRow]
+              ) -> list[ComposedFragment]:
+    """The packed candidates as returned fragments: model, compressed text, citations."""
     if not packed:
-        return
-    by_pk = {item.fragment.pk: item for item in packed}
+        return []
+    width = len(_FRAGMENT_FIELDS)
+    items: dict[int, ComposedFragment] = {}
+    by_pk = {candidate.fragment_id: candidate for candidate in packed}
     with connection.cursor() as cursor:
         cursor.execute(_COMPLETE_SQL, [sorted(by_pk)])
-        for fragment_id, body, last_edited_at, verified_at, path, *citation in cursor.fetchall():
-            item = by_pk[fragment_id]
-            if not item.text:
-                fragment = item.fragment
-                fragment.body, fragment.last_edited_at, fragment.verified_at = (
-                    body, last_edited_at, verified_at)
-                item.text = compress(body, rows[fragment_id].heading_path)
+        for row in cursor.fetchall():
+            pk, (path, *citation) = row[0], row[width:]
+            if pk not in items:
+                fragment = Fragment.from_db(connection.alias, _FRAGMENT_FIELDS, row[:width])
+                items[pk] = ComposedFragment(fragment, by_pk[pk],
+                                             compress(fragment.body, fragment.heading_path),
+                                             rows[pk].packed_tokens)
             if path is not None:
-                item.sources.append(Citation(path, *citation))
-    for item in packed:
+                items[pk].sources.append(Citation(path, *citation))
+    for candidate in packed:
+        if candidate.fragment_id not in items:  # deleted since it was scored
+            candidate.returned, candidate.dropped = False, "deleted meanwhile"
+    for item in items.values():
         item.sources.sort(key=lambda c: (c.path, c.start_line or 0))
-
-
-# from_db takes the values in the model's field order.
-_MODEL_FIELDS = [f.attname for f in Fragment._meta.concrete_fields
-                 if f.attname in CandidateRow._fields or f.attname == "id"]
-
-
-def _as_model(row: CandidateRow) -> Fragment:
-    """A returned candidate as the model instance callers cite from (its other fields are
-    deferred and load on access)."""
-    values = row._asdict()
-    values["id"] = values.pop("pk")
-    return Fragment.from_db(connection.alias, _MODEL_FIELDS, [values[f] for f in _MODEL_FIELDS])
+    return [items[c.fragment_id] for c in packed if c.fragment_id in items]
 
 
 def _rerank(reranker, request: RetrievalRequest, candidates, rows) -> None:
@@ -331,7 +327,7 @@ def _rerank(reranker, request: RetrievalRequest, candidates, rows) -> None:
     if not top:
         return
     bodies = _bodies([c.fragment_id for c in top])
-    scores = reranker.score(request.query, [bodies[c.fragment_id] for c in top])
+    scores = reranker.score(request.query, [bodies[c.fragment_id][0] for c in top])
     for candidate, value in zip(top, scores, strict=True):
         candidate.rerank = round(value, 6)
         candidate.relevance = value

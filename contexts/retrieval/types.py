@@ -94,28 +94,16 @@ class RetrievalRequest:
 
 
 class CandidateRow(NamedTuple):
-    """A candidate fragment's columns as retrieval reads them (one row per candidate); the
-    packed few become ``Fragment`` model instances. No body: a body is read only for what is
-    returned (or reranked), which keeps ~200 candidate rows light."""
+    """What scoring and packing need of a candidate (one row per candidate, ~200 a request);
+    the rest of a fragment — body, title, times — is read only for the few returned."""
 
     pk: int
     public_id: str
-    org_id: int
-    scope_id: int
     kind: str
     namespace: str
-    negative: bool
-    title: str
-    heading_path: list[str]
-    symbol: str
-    version: int
-    token_count: int
     packed_tokens: int | None
-    status: str
     touched_at: float      # epoch seconds of the last edit or verification, for freshness
     authority: float
-    chunker_version: str
-    language: str
 
 
 @dataclass
