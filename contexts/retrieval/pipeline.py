@@ -18,8 +18,7 @@ from functools import partial
 from typing import Any
 
 import numpy as np
-from django.db import connection
-from django.db.models import Q
+from django.db import connection, transaction
 from django.utils import timezone
 
 from accounts.models import ApiToken, Persona, new_public_id
@@ -27,7 +26,7 @@ from accounts.permissions import principal_user
 from contexts import usage
 from contexts.compression import compress, packed_tokens
 from contexts.metrics import observe_retrieval
-from contexts.models import Fragment, Pin, RetrievalTrace
+from contexts.models import Fragment, RetrievalTrace
 from contexts.retrieval import compose, dense, fuse, lexical
 from contexts.retrieval.rerank import NoReranker, get_reranker
 from contexts.retrieval.types import (
@@ -164,7 +163,15 @@ def retrieve(request: RetrievalRequest, *, principal: Any = None, record_trace: 
 
         def save_trace() -> None:
             # Built with the write: turning every candidate into JSON need not delay the answer.
-            _trace(request, result, rows, principal, gens).save(force_insert=True)
+            trace = _trace(request, result, rows, principal, gens)
+            own_transaction = not connection.in_atomic_block
+            with transaction.atomic(), connection.cursor() as cursor:
+                if own_transaction:
+                    # A trace is diagnostics: not waiting for its WAL flush frees the worker
+                    # sooner; a database crash may lose the last fraction of a second of
+                    # traces, never anything else (the setting ends with this transaction).
+                    cursor.execute("SET LOCAL synchronous_commit TO off")
+                trace.save(force_insert=True)
 
         writes.append(save_trace)
     if request.count_use:
@@ -180,14 +187,17 @@ def retrieve(request: RetrievalRequest, *, principal: Any = None, record_trace: 
 
 def _pins(request: RetrievalRequest) -> dict[int, int]:
     """fragment pk → order: the most specific scope's pins first, each scope in pin order."""
-    now = timezone.now()
     rank = {scope_id: i for i, scope_id in enumerate(request.chain)}
     # Only pins of fragments this request may see: a pin of an out-of-scope fragment would
     # otherwise become a (dropped) candidate and put that fragment's id into the trace.
-    rows = (Pin.objects.filter(scope_id__in=request.chain,
-                               fragment__scope_ids__overlap=sorted(request.scope_ids))
-            .filter(Q(expires_at__isnull=True) | Q(expires_at__gt=now))
-            .values_list("fragment_id", "scope_id", "position"))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT p.fragment_id, p.scope_id, p.position FROM contexts_pin p "
+            "JOIN contexts_fragment f ON f.id = p.fragment_id "
+            "WHERE p.scope_id = ANY(%s) AND f.scope_ids && %s::int[] "
+            "AND (p.expires_at IS NULL OR p.expires_at > %s)",
+            [list(request.chain), pg_int_array(request.scope_ids), timezone.now()])
+        rows = cursor.fetchall()
     ordered = sorted(rows, key=lambda row: (rank[row[1]], row[2]))
     pins: dict[int, int] = {}
     for fragment_id, _scope, _position in ordered:

@@ -61,3 +61,21 @@ def test_a_curator_sees_the_board_but_cannot_reorder(cast, notes):
     assert "Rate limiter" in page and "/move" not in page and 'draggable="true"' not in page
     url = f"/scopes/{cast.repo.scope.public_id}/pins/{notes.trap.public_id}/move"
     assert client.post(url, {"direction": "up"}).status_code == 403
+
+
+def test_a_repository_reader_is_not_told_of_pins_on_the_organization_scope(cast, notes):
+    """Found by the generated leak suite: a fragment of a readable repository, pinned on the
+    organization's own scope, must not show up in the counts of a user who cannot read that
+    scope (it would reveal an object of a scope hidden from them)."""
+    from guardian.shortcuts import assign_perm
+
+    pin_fragment(cast.lead, notes.limiter, cast.org.scope)
+    pin_fragment(cast.lead, notes.retry, cast.repo.scope)
+    assign_perm("accounts.view_repository", cast.stranger, cast.repo)
+    page = client_for(cast.stranger).get("/o/acme/")
+    assert page.status_code == 200
+    assert page.context["org_counts"]["pins"] == 0
+    [repo] = [r for r in page.context["repositories"] if r.pk == cast.repo.pk]
+    assert repo.counts["pins"] == 1
+    lead_page = client_for(cast.lead).get("/o/acme/")
+    assert lead_page.context["org_counts"]["pins"] == 1

@@ -617,8 +617,11 @@ def counts_for(world: World, can_read: set[int], scope_id: int) -> dict[str, int
     stale = {world.frags[i].obj.pk for i, _owner, _esc in world.nudges}
     return {"active": sum(f.active for f in here), "total": len(here),
             "stale": sum(f.active and f.obj.pk in stale for f in here),
+            # A pin counts where its scope is readable too: a repository reader is not told of
+            # pins on the organization's own scope, even of fragments it can read.
             "pins": sum(1 for fi, s in world.pins
-                        if s == scope_id and world.frags[fi].scope_ids & can_read)}
+                        if s == scope_id and s in can_read
+                        and world.frags[fi].scope_ids & can_read)}
 
 
 def check_console_user(world: World, user: int, data, leak_stats) -> None:
