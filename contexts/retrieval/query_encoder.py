@@ -19,6 +19,7 @@ spawns a new child.
 
 from __future__ import annotations
 
+import atexit
 import itertools
 import logging
 import multiprocessing
@@ -114,9 +115,12 @@ class Child:
             if self._answers.pop(ticket, None) is None:
                 self._unwanted.add(ticket)
 
-    def close(self) -> None:
+    def close(self, *, wait: float = 0.0) -> None:
+        """Stop the child: it exits on its own once the pipe closes; killed if it has not
+        after ``wait`` seconds."""
         self.broken = True
         self._conn.close()
+        self.process.join(wait)
         if self.process.is_alive():
             self.process.kill()
 
@@ -135,6 +139,14 @@ def child() -> Child:
                 _child.close()
             _child = Child()
         return _child
+
+
+@atexit.register
+def _close_at_exit() -> None:
+    # Let the child finish its loop and exit cleanly instead of being terminated along with
+    # this process (which leaves its semaphores to the resource tracker's warnings).
+    if _child is not None and _child.owner == os.getpid():
+        _child.close(wait=2.0)
 
 
 def discard() -> None:
