@@ -8,6 +8,7 @@ an unknown id fails with a clear error instead of a network call.
 
 from __future__ import annotations
 
+import signal
 import threading
 import time
 from collections.abc import Sequence
@@ -101,7 +102,12 @@ def encode_query_with(specs: Sequence[ModelSpec], text: str) -> list[np.ndarray]
 def serve_queries(conn: Connection) -> None:
     """The query-encoder child's loop (``contexts.retrieval.query_encoder``):
     ``(ticket, specs, text)`` in, ``(ticket, vectors | error, done_at)`` out, in order.
-    ``done_at`` is ``time.monotonic()``, which every process on the machine shares."""
+    ``done_at`` is ``time.monotonic()``, which every process on the machine shares.
+
+    Signals meant for the web server's process group (Ctrl-C, a stop) are left to the parent:
+    the child ends when the parent closes the pipe or dies, so it never dies mid-answer."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     while True:
         try:
             ticket, specs, text = conn.recv()
