@@ -293,11 +293,17 @@ def _count_unstored(rows: dict[int, CandidateRow]) -> None:
             rows[pk] = rows[pk]._replace(packed_tokens=packed_tokens(body, heading_path))
 
 
-# The returned fragments whole, with their citations, in one plain query (through the ORM the
-# citations alone cost ~4 ms a request); one row per source pointer, or one without.
-_FRAGMENT_FIELDS = [f.attname for f in Fragment._meta.concrete_fields]
+# The returned fragments, with their citations, in one plain query (through the ORM the
+# citations alone cost ~4 ms a request); one row per source pointer, or one without. The
+# columns are what callers show or trace (the rest load on access): every timestamp read costs
+# ~10 µs to parse, and a bundle may hold 50 fragments.
+_RETURNED = {"id", "public_id", "org_id", "scope_id", "kind", "namespace", "negative", "title",
+             "heading_path", "body", "language", "symbol", "version", "chunker_version",
+             "status", "last_edited_at", "verified_at"}
+_FRAGMENT_FIELDS = [f.attname for f in Fragment._meta.concrete_fields if f.attname in _RETURNED]
 _COMPLETE_SQL = f"""
-    SELECT {", ".join(f"f.{f.column}" for f in Fragment._meta.concrete_fields)},
+    SELECT {", ".join(f"f.{f.column}" for f in Fragment._meta.concrete_fields
+                      if f.attname in _RETURNED)},
            d.path, r.slug, p.anchor, p.start_line, p.end_line
     FROM contexts_fragment f
     LEFT JOIN contexts_sourcepointer p ON p.fragment_id = f.id

@@ -237,3 +237,23 @@ def test_metrics_expose_per_stage_latency(api, client, cast, world):
     text = client.get("/metrics").content.decode()
     assert 'contexts_retrieve_stage_seconds_bucket{le="0.1",stage="dense"}' in text
     assert "contexts_retrievals_total" in text
+
+
+def test_statements_do_not_grow_with_the_fragments_returned(api, cast, world):
+    """No per-fragment lazy loads: a bundle of one and a bundle of several cost the same
+    statements (each returned fragment is read whole, with its citations, in one go)."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    api.force_authenticate(cast.viewer)
+    scope = {"org_id": "acme", "repo_id": "web"}
+    query = "rate limiter deploy bucket"
+    everything = ask(api, query, scope).json()["fragments"]  # also warms the first-call paths
+    smallest = min(f["tokens"] for f in everything)
+    counts = {}
+    for budget in (smallest, 3200):
+        with CaptureQueriesContext(connection) as queries:
+            response = ask(api, query, scope, budget_tokens=budget)
+        counts[len(response.json()["fragments"])] = len(queries)  # the trace row included
+    assert len(counts) == 2 and 1 in counts, counts  # one fragment, then several
+    assert len(set(counts.values())) == 1, counts
