@@ -38,7 +38,10 @@ from contexts.ingestion.embed import ModelSpec, encode_query_with, resolve_model
 logger = logging.getLogger(__name__)
 
 MODES = ("process", "thread")
-ANSWER_TIMEOUT = 30.0  # seconds: a child this late is treated as dead
+# Seconds: a child this late is treated as hung. Generous, because the first answer includes
+# loading torch and the model, which took over 30 s with four children starting on two
+# busy cores; a dead child is noticed at once (its pipe closes).
+ANSWER_TIMEOUT = 120.0
 
 # Embedder.encode serialises forward passes per model, so more threads would only queue.
 _threads = ThreadPoolExecutor(max_workers=2, thread_name_prefix="embed-query")
