@@ -7,7 +7,7 @@ import hmac
 import secrets
 from collections.abc import Iterable
 
-from django.db import connection, models, transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from accounts.models import (
@@ -18,6 +18,7 @@ from accounts.models import (
     Scope,
     hash_token_secret,
 )
+from accounts.sql import model_columns
 
 LAST_USED_RESOLUTION = dt.timedelta(minutes=1)
 
@@ -57,13 +58,8 @@ def _audit(actor, action: str, token: ApiToken, **change) -> None:
     record(actor, action, token, org=token.org, **change)
 
 
-def _columns(model: type[models.Model], alias: str) -> tuple[list[str], str]:
-    names = [field.attname for field in model._meta.concrete_fields]
-    return names, ", ".join(f'{alias}."{field.column}"' for field in model._meta.concrete_fields)
-
-
-_TOKEN_FIELDS, _TOKEN_COLUMNS = _columns(ApiToken, "t")
-_ORG_FIELDS, _ORG_COLUMNS = _columns(Organization, "o")
+_TOKEN_FIELDS, _TOKEN_COLUMNS = model_columns(ApiToken, "t")
+_ORG_FIELDS, _ORG_COLUMNS = model_columns(Organization, "o")
 # Every API request runs this: one plain statement (the ORM's select_related + ArrayAgg took
 # ~2 ms a request to build and group), with the bound scope ids — accounts.scopes reads them
 # from ``granted_scope_ids`` instead of querying again.

@@ -84,6 +84,14 @@ _broker = _Verdict(trust_up=0.5, trust_down=1.0)
 _broker_client: tuple[str, redis.Redis] | None = None
 
 
+def cache_redis() -> redis.Redis:
+    """The cache's own Redis client (its connection pool), for commands Django's cache API
+    does not offer (pipelines, hashes). Calls on it go through :func:`redis_call`."""
+    from django.core.cache import cache
+
+    return cache._cache.get_client(write=True)
+
+
 def redis_call(call: Callable[[], T], default: T, what: str) -> T:
     """``call()`` against the cache's Redis, or ``default`` while Redis is unreachable."""
     if _cache.known() is False:

@@ -17,17 +17,12 @@ import uuid
 from collections.abc import Collection
 
 import redis
-from django.core.cache import cache
 from django.db import connection, transaction
 from django.utils import timezone
 
-from contexts.availability import redis_call
+from contexts.availability import cache_redis, redis_call
 
 PENDING = "contexts:usage:retrieved"  # fragment pk → retrievals not yet in the database
-
-
-def _client() -> redis.Redis:
-    return cache._cache.get_client(write=True)  # the cache's own Redis connection pool
 
 
 def count_retrievals(fragment_ids: Collection[int]) -> None:
@@ -36,7 +31,7 @@ def count_retrievals(fragment_ids: Collection[int]) -> None:
         return
 
     def add() -> None:
-        pipe = _client().pipeline(transaction=False)
+        pipe = cache_redis().pipeline(transaction=False)
         for pk in fragment_ids:
             pipe.hincrby(PENDING, str(pk), 1)
         pipe.execute()
@@ -45,7 +40,7 @@ def count_retrievals(fragment_ids: Collection[int]) -> None:
 
 
 def pending() -> dict[int, int]:
-    return {int(pk): int(n) for pk, n in _client().hgetall(PENDING).items()}
+    return {int(pk): int(n) for pk, n in cache_redis().hgetall(PENDING).items()}
 
 
 def flush() -> int:
@@ -53,7 +48,7 @@ def flush() -> int:
 
     The hash is renamed away first (atomic), so retrievals counted meanwhile start a new one
     and nothing is counted twice; if the update fails, the batch goes back into the hash."""
-    client = _client()
+    client = cache_redis()
     batch = f"{PENDING}:flushing:{uuid.uuid4().hex}"
     try:
         client.rename(PENDING, batch)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from rest_framework.throttling import SimpleRateThrottle
 
 from accounts.models import ApiToken
-from contexts.availability import redis_call
+from contexts.availability import cache_redis, redis_call
 
 
 class AgentRateThrottle(SimpleRateThrottle):
@@ -48,8 +48,8 @@ class AgentRateThrottle(SimpleRateThrottle):
     def _count(self, bucket: str) -> int:
         # One round trip: open the window's counter if it is new, then count this request.
         # The entry outlives its window a little so a slow INCR never recreates it.
-        key = self.cache.make_and_validate_key(bucket)
-        pipe = self.cache._cache.get_client(key, write=True).pipeline(transaction=False)
+        key = self.cache.make_and_validate_key(bucket)  # where the cache API finds it too
+        pipe = cache_redis().pipeline(transaction=False)
         pipe.set(key, 0, ex=self.duration + 5, nx=True)
         pipe.incr(key)
         return pipe.execute()[1]

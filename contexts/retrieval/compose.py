@@ -18,7 +18,6 @@ from collections.abc import Iterable
 from django.conf import settings
 from django.utils import timezone
 
-from contexts.models import Fragment
 from contexts.retrieval.types import (
     Candidate,
     CandidateRow,
@@ -27,7 +26,7 @@ from contexts.retrieval.types import (
 )
 
 
-def halflife_days(fragment: Fragment | CandidateRow, request: RetrievalRequest,
+def halflife_days(fragment: CandidateRow, request: RetrievalRequest,
                   persona_halflives: dict | None) -> float:
     if request.freshness_halflife_days:
         return float(request.freshness_halflife_days)

@@ -8,7 +8,6 @@ from collections.abc import Collection, Iterable
 
 import numpy as np
 from django.conf import settings
-from django.db import connection
 
 from contexts.indexing import NAMESPACES, active_generation, embedder_for
 from contexts.ingestion.embed import resolve_model
@@ -100,39 +99,11 @@ _EXCLUDING_SQL = ("AND e.fragment_id NOT IN (SELECT id FROM contexts_fragment "
 def top_k_query(org_id: int, generation_ids: tuple[int, ...], vector: np.ndarray,
                 scope_ids: Collection[int], k: int,
                 statuses: tuple[str, ...] = STATUS_ACTIVE) -> tuple[str, dict]:
-    """SQL and parameters of one model's top-``k`` ``(fragment_id, similarity)`` rows, for
-    :func:`search` and for callers that join more columns to the hits."""
+    """SQL and parameters of one model's top-``k`` ``(fragment_id, similarity)`` rows; the
+    pipeline joins the candidates' columns to them. Must run inside
+    :func:`contexts.services.rls.retrieval_scope`."""
     excluded = _excluded(statuses)
     sql = _TOP_K_SQL.format(excluding=_EXCLUDING_SQL if excluded else "")
     return sql, {"vector": vector_literal(vector), "org": org_id,
                  "generations": list(generation_ids), "scopes": pg_int_array(scope_ids),
                  "excluded": excluded, "k": k}
-
-
-def keep_best(best: dict[int, float], fragment_id: int, similarity: float) -> None:
-    """Merge one hit into ``best``: a fragment found through several models keeps its best."""
-    if similarity > best.get(fragment_id, -2.0):
-        best[fragment_id] = float(similarity)
-
-
-def ranked(best: dict[int, float], k: int) -> list[tuple[int, float]]:
-    return sorted(best.items(), key=lambda item: -item[1])[:k]
-
-
-def search(org_id: int, vectors: dict[tuple[int, ...], np.ndarray], scope_ids: Collection[int],
-           k: int,
-           statuses: tuple[str, ...] = STATUS_ACTIVE) -> list[tuple[int, float]]:
-    """Ranked ``(fragment pk, cosine similarity)`` over all namespaces.
-
-    Must run inside :func:`contexts.services.rls.retrieval_scope`. Namespaces with the same
-    model produce comparable similarities and merge by score.
-    """
-    if not scope_ids or k <= 0:
-        return []
-    best: dict[int, float] = {}
-    with connection.cursor() as cursor:
-        for generation_ids, vector in vectors.items():
-            cursor.execute(*top_k_query(org_id, generation_ids, vector, scope_ids, k, statuses))
-            for fragment_id, similarity in cursor.fetchall():
-                keep_best(best, fragment_id, similarity)
-    return ranked(best, k)

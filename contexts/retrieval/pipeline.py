@@ -23,6 +23,7 @@ from django.utils import timezone
 
 from accounts.models import ApiToken, Persona, new_public_id
 from accounts.permissions import principal_user
+from accounts.sql import model_columns
 from contexts import usage
 from contexts.compression import compress, packed_tokens
 from contexts.metrics import observe_retrieval
@@ -270,10 +271,13 @@ def _dense_leg(request: RetrievalRequest, vectors: dict[tuple[int, ...], np.ndar
                 f"AND NOT f.id = ANY(%(known)s) AND {_retrievable(request)}",
                 {**params, **_retrievable_params(request), "known": sorted(known)})
             for fragment_id, similarity, *columns in cursor.fetchall():
-                dense.keep_best(best, fragment_id, similarity)
+                # Namespaces sharing a model are one search; across models, a fragment found
+                # by several keeps its best similarity.
+                if similarity > best.get(fragment_id, -2.0):
+                    best[fragment_id] = float(similarity)
                 if columns[0] is not None:
                     rows[fragment_id] = CandidateRow(*columns)
-    return dense.ranked(best, request.k_dense), rows
+    return sorted(best.items(), key=lambda item: -item[1])[:request.k_dense], rows
 
 
 def _bodies(pks: Collection[int]) -> dict[int, tuple[str, list[str]]]:
@@ -300,11 +304,10 @@ def _count_unstored(rows: dict[int, CandidateRow]) -> None:
 _RETURNED = {"id", "public_id", "org_id", "scope_id", "kind", "namespace", "negative", "title",
              "heading_path", "body", "language", "symbol", "version", "chunker_version",
              "status", "last_edited_at", "verified_at"}
-_FRAGMENT_FIELDS = [f.attname for f in Fragment._meta.concrete_fields if f.attname in _RETURNED]
+_FRAGMENT_FIELDS, _FRAGMENT_COLUMNS = model_columns(Fragment, "f", only=_RETURNED)
+assert _FRAGMENT_FIELDS[0] == "id"  # _complete reads each row's pk from its first column
 _COMPLETE_SQL = f"""
-    SELECT {", ".join(f"f.{f.column}" for f in Fragment._meta.concrete_fields
-                      if f.attname in _RETURNED)},
-           d.path, r.slug, p.anchor, p.start_line, p.end_line
+    SELECT {_FRAGMENT_COLUMNS}, d.path, r.slug, p.anchor, p.start_line, p.end_line
     FROM contexts_fragment f
     LEFT JOIN contexts_sourcepointer p ON p.fragment_id = f.id
     LEFT JOIN contexts_sourcedocument d ON d.id = p.document_id

@@ -97,6 +97,7 @@ class Child:
             while ticket not in self._answers:
                 try:
                     if self.broken or not self._conn.poll(ANSWER_TIMEOUT):
+                        self.broken = True  # hung: the next request gets a new child
                         raise ChildDied("no answer")
                     got, payload, done_at = self._conn.recv()
                 except (EOFError, OSError) as exc:
@@ -209,7 +210,7 @@ class Pending:
             try:
                 return self._child.answer(ticket)
             except ChildDied:
-                logger.warning("query encoder process died; embedding in-process")
+                logger.warning("query encoder process died or hung; embedding in-process")
                 return encode_query_with(self.specs, self.text), time.monotonic()
         assert self._future is not None
         vectors = self._future.result()

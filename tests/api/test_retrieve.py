@@ -257,3 +257,23 @@ def test_statements_do_not_grow_with_the_fragments_returned(api, cast, world):
         counts[len(response.json()["fragments"])] = len(queries)  # the trace row included
     assert len(counts) == 2 and 1 in counts, counts  # one fragment, then several
     assert len(set(counts.values())) == 1, counts
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_trace_commit_setting_stays_with_the_trace(cast, world):
+    """Traces commit without waiting for their WAL flush; that setting must end with the
+    trace's own transaction, not leak into the connection's later writes."""
+    from django.db import connection
+
+    from contexts.models import RetrievalTrace
+    from contexts.retrieval import RetrievalRequest, retrieve
+
+    request = RetrievalRequest(query="rate limiter", org_id=cast.org.pk,
+                               scope_ids=frozenset({cast.repo.scope_id}),
+                               chain=(cast.repo.scope_id,))
+    assert not connection.in_atomic_block
+    result = retrieve(request, principal=cast.token)  # no defer: the trace is written here
+    assert RetrievalTrace.objects.filter(public_id=result.trace_id).exists()
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW synchronous_commit")
+        assert cursor.fetchone()[0] == "on"

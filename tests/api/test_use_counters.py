@@ -1,6 +1,7 @@
 """Use counters: a retrieval counts its returned fragments in Redis (after the response), and
 the periodic flush folds them into the fragments — real Redis, real PostgreSQL."""
 
+import pytest
 from django.conf import settings
 
 from contexts import usage
@@ -35,3 +36,23 @@ def test_the_flush_is_scheduled() -> None:
     entry = settings.CELERY_BEAT_SCHEDULE["usage-flush-counters"]
     assert entry["task"] == "contexts.tasks.flush_use_counters"
     assert 0 < entry["schedule"] <= 300
+
+
+def test_a_failed_flush_puts_the_counts_back(api, cast, world):
+    from django.db import connection, transaction
+
+    usage.flush()
+    usage.count_retrievals([world.repo_limiter.pk, world.repo_limiter.pk])
+    with transaction.atomic():
+        try:
+            with transaction.atomic(), connection.cursor() as cursor:
+                cursor.execute("SELECT 1 / 0")
+        except Exception:  # noqa: BLE001 - the point: a transaction that cannot write
+            pass
+        connection.needs_rollback = True
+        with pytest.raises(Exception):  # noqa: B017 - whatever the database refuses with
+            usage.flush()
+    assert usage.pending() == {world.repo_limiter.pk: 2}  # kept for the next flush
+    assert usage.flush() == 1
+    world.repo_limiter.refresh_from_db()
+    assert world.repo_limiter.retrieved_count == 2

@@ -128,3 +128,23 @@ def test_answers_nobody_waits_for_are_dropped(process_mode) -> None:
     np.testing.assert_allclose(vector, expected(QUERY), atol=1e-5)
     child = query_encoder._child
     assert child._answers == {} and child._unwanted == set()
+
+
+def test_a_hung_child_costs_one_fallback_after_the_timeout(process_mode, monkeypatch) -> None:
+    Pending(SPECS, "warm up").result()
+    hung = child_pid()
+    monkeypatch.setattr(query_encoder, "ANSWER_TIMEOUT", 1.0)
+    os.kill(hung, signal.SIGSTOP)  # alive, but never answers
+    [vector], _ = Pending(SPECS, QUERY).result()  # embedded here after 1 s
+    np.testing.assert_allclose(vector, expected(QUERY), atol=1e-5)
+    monkeypatch.undo()  # a new child needs its seconds to load the model
+    Pending(SPECS, QUERY).result()
+    assert child_pid() not in (None, hung)  # the hung one was replaced (and killed)
+
+
+def test_the_child_leaves_stop_signals_to_its_parent(process_mode) -> None:
+    Pending(SPECS, "warm up").result()
+    pid = child_pid()
+    os.kill(pid, signal.SIGTERM)  # what stopping the server's process group sends it
+    [vector], _ = Pending(SPECS, QUERY).result()
+    assert child_pid() == pid and vector.shape == (384,)

@@ -933,7 +933,7 @@ def refused(sql: str) -> bool:
 @given(spec=world_specs, data=st.data())
 def test_row_level_security_alone_keeps_other_scopes_out(warm, leak_stats, spec, data):
     from contexts.retrieval import dense
-    from contexts.retrieval.pipeline import _fetch
+    from contexts.retrieval.pipeline import _dense_leg, _fetch
     from contexts.retrieval.types import RetrievalRequest
 
     def check(world: World) -> None:
@@ -972,11 +972,12 @@ def test_row_level_security_alone_keeps_other_scopes_out(warm, leak_stats, spec,
             vectors = {tuple(g.pk for g in dense.generations().values()):
                        np.ones(384, dtype=np.float32)}
             for org_id in org_ids:
-                hits = {pk for pk, _ in dense.search(org_id, vectors, everything, 100,
-                                                     ("active", "retired"))}
-                assert hits <= inside
+                # as_of: every status, so retired fragments are asked for too.
                 request = RetrievalRequest(query="x", org_id=org_id,
-                                           scope_ids=frozenset(everything), chain=())
+                                           scope_ids=frozenset(everything), chain=(),
+                                           as_of=timezone.now())
+                hits, dense_rows = _dense_leg(request, vectors, ())
+                assert {pk for pk, _ in hits} <= inside and set(dense_rows) <= inside
                 fetched = _fetch(request, {f.obj.pk for f in world.frags},
                                  {f.obj.public_id for f in world.frags})
                 assert set(fetched) <= inside
