@@ -23,8 +23,8 @@ from collections import defaultdict
 from collections.abc import Collection, Iterable
 from typing import Any, overload
 
-from django.apps import apps
 from django.contrib.auth.models import AbstractBaseUser
+from django.db import connection
 from guardian.shortcuts import get_objects_for_user
 
 from accounts.models import ApiToken, Membership, Scope
@@ -100,6 +100,41 @@ class Readable(frozenset):
 EMPTY = Readable((), {}, {}, {})
 
 
+# The scope rows of the roots' organizations and the published contexts their scopes subscribe
+# to, in one plain statement: it runs on every retrieval, and the three ORM queries it replaced
+# cost ~4 ms of the request's CPU, beside the query's forward pass (two cores).
+_SCOPE_GRAPH_SQL = """
+    WITH orgs AS (
+        SELECT unnest(%(orgs)s::bigint[]) AS id
+        UNION SELECT org_id FROM accounts_scope WHERE id = ANY(%(roots)s::bigint[])
+    )
+    SELECT
+      (SELECT coalesce(json_agg(json_build_array(s.id, s.parent_id, s.org_id, s.kind)), '[]')
+       FROM accounts_scope s WHERE %(everything)s OR s.org_id IN (SELECT id FROM orgs)),
+      (SELECT coalesce(json_agg(json_build_array(cs.subscriber_id, c.scope_id)), '[]')
+       FROM contexts_contextsubscription cs
+       JOIN contexts_context c ON c.id = cs.context_id AND c.published
+       JOIN accounts_scope subscriber ON subscriber.id = cs.subscriber_id
+       WHERE %(everything)s OR subscriber.org_id IN (SELECT id FROM orgs))
+"""
+
+
+def _scope_graph(roots: set[int] | None, orgs: set[int] | None
+                 ) -> tuple[list[list], dict[int, set[int]]]:
+    """(``[id, parent_id, org_id, kind]`` of every scope in the organizations of ``roots`` —
+    or in ``orgs``, when the caller knows them — and every subscriber scope there → the scopes
+    of the published contexts it subscribes to); everything when ``roots`` is None."""
+    with connection.cursor() as cursor:
+        cursor.execute(_SCOPE_GRAPH_SQL, {
+            "everything": roots is None, "orgs": sorted(orgs or ()),
+            "roots": [] if roots is None or orgs else sorted(roots)})
+        rows, pairs = cursor.fetchone()
+    subscriptions: dict[int, set[int]] = defaultdict(set)
+    for subscriber, context_scope in pairs:
+        subscriptions[subscriber].add(context_scope)
+    return rows, dict(subscriptions)
+
+
 def _close_over(roots: set[int] | None, orgs: set[int] | None = None) -> Readable:
     """Roots plus every scope under them, plus the scopes of contexts they subscribe to.
 
@@ -107,11 +142,7 @@ def _close_over(roots: set[int] | None, orgs: set[int] | None = None) -> Readabl
     """
     if roots is not None and not roots:
         return EMPTY
-    rows = Scope.objects.values_list("id", "parent_id", "org_id", "kind")
-    if roots is not None:
-        if orgs is None:
-            orgs = set(Scope.objects.filter(id__in=roots).values_list("org_id", flat=True))
-        rows = rows.filter(org_id__in=orgs)
+    rows, subscriptions = _scope_graph(roots, orgs)
     children: dict[int, list[int]] = defaultdict(list)
     context_children: dict[int, set[int]] = defaultdict(set)
     org_of: dict[int, int] = {}
@@ -132,25 +163,10 @@ def _close_over(roots: set[int] | None, orgs: set[int] | None = None) -> Readabl
                 continue
             readable.add(scope_id)
             stack.extend(children.get(scope_id, ()))
-    subscriptions = _subscriptions(None if roots is None else readable)
+        # Only what the readable scopes themselves subscribe to.
+        subscriptions = {s: c for s, c in subscriptions.items() if s in readable}
     subscribed = {c for s in readable for c in subscriptions.get(s, ())}
     return Readable(readable | subscribed, org_of, dict(context_children), subscriptions)
-
-
-def _subscriptions(scope_ids: Collection[int] | None) -> dict[int, set[int]]:
-    """subscriber scope → scopes of the published contexts it subscribes to (of every
-    subscriber when ``scope_ids`` is None)."""
-    if scope_ids is not None and not scope_ids:
-        return {}
-    subscription = apps.get_model("contexts", "ContextSubscription")
-    pairs = subscription.objects.filter(context__published=True)
-    if scope_ids is not None:
-        pairs = pairs.filter(subscriber_id__in=scope_ids)
-    pairs = pairs.values_list("subscriber_id", "context__scope_id")
-    found: dict[int, set[int]] = defaultdict(set)
-    for subscriber, context_scope in pairs:
-        found[subscriber].add(context_scope)
-    return dict(found)
 
 
 @overload
@@ -181,7 +197,7 @@ def readable_scopes(principal: Any, requested: Iterable[Scope | int] | None = No
     return wanted
 
 
-def retrieval_scopes(principal: Any, chain: Iterable[Scope], *,
+def retrieval_scopes(principal: Any, chain: Iterable[Scope | int], *,
                      known: Readable | None = None) -> frozenset[int]:
     """The effective scope set of a retrieval request.
 

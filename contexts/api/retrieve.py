@@ -13,11 +13,10 @@ from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from accounts.models import Organization
 from accounts.scopes import ScopeDenied, readable_scopes, retrieval_scopes
 from contexts.api.after_response import run_after_response
 from contexts.api.schema import AUTH, BODY, errors
-from contexts.api.scoping import SCOPE_REFUSED, resolve_in_org, resolve_org
+from contexts.api.scoping import SCOPE_REFUSED, resolve_chain
 from contexts.api.throttling import AgentRateThrottle
 from contexts.api.validation import StrictSerializer
 from contexts.retrieval import RetrievalRequest, RetrievalResult, dense, retrieve
@@ -127,25 +126,22 @@ def response_payload(result: RetrievalResult) -> dict:
 
 def build_request(principal, data: dict) -> RetrievalRequest:
     """Validated API input → a retrieval request over the principal's effective scopes."""
-    scope = data["scope"]
     readable = readable_scopes(principal)  # once per request
-    org: Organization = resolve_org(principal, scope["org_id"], readable)
-    session = resolve_in_org(org, "session", scope.get("session_id"))
-    persona = resolve_in_org(org, "persona", scope.get("persona_id"))
-    repo = resolve_in_org(org, "repo", scope.get("repo_id"))
-    chain = [obj.scope for obj in (session, persona, repo) if obj is not None]
+    found = resolve_chain(principal, data["scope"], readable)
+    org = found["org"]
+    persona = found.get("persona")
+    chain = [found[kind].scope_id for kind in ("session", "persona", "repo") if kind in found]
     # org_id names the namespace; organization-wide knowledge joins the chain when the
     # principal may read it (a token bound to one repository may not). Asked for alone, it
     # must be readable like any other requested scope.
     if not chain or org.scope_id in readable:
-        chain.append(org.scope)
+        chain.append(org.scope_id)
     try:
         effective = retrieval_scopes(principal, chain, known=readable)
     except ScopeDenied:
         raise PermissionDenied(SCOPE_REFUSED) from None
     return RetrievalRequest(
-        query=data["query"], org_id=org.pk, scope_ids=effective,
-        chain=tuple(s.id for s in chain),
+        query=data["query"], org_id=org.pk, scope_ids=effective, chain=tuple(chain),
         budget_tokens=data["budget_tokens"], k_lexical=data["k_lexical"],
         k_dense=data["k_dense"], rerank_top=data["rerank_top"],
         freshness_halflife_days=data.get("freshness_halflife_days"),

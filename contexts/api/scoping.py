@@ -9,7 +9,7 @@ from typing import Any
 
 from rest_framework.exceptions import PermissionDenied
 
-from accounts.lookups import find_in_org, find_org
+from accounts.lookups import Found, find_chain, find_in_org, find_org
 from accounts.models import Organization, Persona, Repository, Session
 from accounts.scopes import Readable, readable_scopes
 
@@ -45,3 +45,18 @@ def resolve_in_org(org: Organization, kind: str, ref: str | None):
     if obj is None:
         raise refuse()
     return obj
+
+
+def resolve_chain(principal: Any, scope: dict, readable: Readable) -> dict[str, Found]:
+    """The scope fields of a request (``org_id``, optional ``repo_id`` / ``persona_id`` /
+    ``session_id``) in one query: kind → what was found, for the kinds given. Refused like
+    :func:`resolve_org` and :func:`resolve_in_org`; the caller still asks ``accounts.scopes``
+    whether each requested scope may be read."""
+    refs = {kind: scope.get(f"{kind}_id") or None for kind in ("repo", "persona", "session")}
+    found = find_chain(scope["org_id"], **refs)
+    org = found.get("org")
+    if org is None or (org.scope_id not in readable and org.pk not in readable.orgs):
+        raise refuse()
+    if any(ref and kind not in found for kind, ref in refs.items()):
+        raise refuse()
+    return found

@@ -8,7 +8,9 @@ from collections.abc import Collection, Iterable
 
 import numpy as np
 from django.conf import settings
+from django.db import connection
 
+from accounts.sql import model_columns
 from contexts.indexing import NAMESPACES, active_generation, embedder_for
 from contexts.ingestion.embed import resolve_model
 from contexts.models import EmbeddingGeneration
@@ -21,11 +23,20 @@ STATUS_ACTIVE = ("active",)
 STATUS_ANY = ("active", "superseded", "retired")
 
 
+_GENERATION_FIELDS, _GENERATION_COLUMNS = model_columns(EmbeddingGeneration, "g")
+_GENERATIONS_SQL = (f"SELECT {_GENERATION_COLUMNS} FROM contexts_embeddinggeneration g "
+                    "WHERE g.namespace = ANY(%s) AND g.state = %s")
+
+
 def generations() -> dict[str, EmbeddingGeneration]:
-    """namespace → active generation, in one query (created from settings when missing)."""
-    found = {g.namespace: g for g in EmbeddingGeneration.objects.filter(
-        namespace__in=NAMESPACES, state=GenerationState.ACTIVE)}
-    return {ns: found.get(ns) or active_generation(ns) for ns in NAMESPACES}
+    """namespace → active generation, in one plain query (every retrieval reads them; through
+    the ORM it cost ~1 ms more), created from settings when missing."""
+    with connection.cursor() as cursor:
+        cursor.execute(_GENERATIONS_SQL, [list(NAMESPACES), GenerationState.ACTIVE.value])
+        found = [EmbeddingGeneration.from_db(connection.alias, _GENERATION_FIELDS, row)
+                 for row in cursor.fetchall()]
+    by_namespace = {g.namespace: g for g in found}
+    return {ns: by_namespace.get(ns) or active_generation(ns) for ns in NAMESPACES}
 
 
 def _by_model(gens: dict[str, EmbeddingGeneration]
