@@ -31,7 +31,7 @@ from django.http.request import split_domain_port, validate_host
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.types import CallToolResult, TextContent
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 from rest_framework import exceptions
 from rest_framework.utils.encoders import JSONEncoder
 from starlette.applications import Starlette
@@ -81,6 +81,11 @@ INSTRUCTIONS = (
 
 class RetrievalScope(BaseModel):
     """Where to look: an organization and, optionally, a repository, persona and session."""
+
+    # As the REST serializers do: a misspelt key ("repo" for "repo_id") is refused, not
+    # silently dropped, which would widen the search to the whole organization. The schema
+    # says so (additionalProperties: false).
+    model_config = ConfigDict(extra="forbid")
 
     org_id: Annotated[str, Field(description="organization public id or slug")]
     repo_id: Annotated[str | None, Field(description="repository public id or slug")] = None

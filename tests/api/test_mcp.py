@@ -192,6 +192,8 @@ def test_the_three_tools_are_listed_with_their_arguments(stack: Stack, cast: Cas
     assert "budget_tokens" in tools["retrieve"].input_schema["properties"]
     assert set(tools["write_session_fragment"].input_schema["required"]) == {"scope", "body"}
     assert set(tools["feedback"].input_schema["required"]) == {"fragment_id", "signal"}
+    scopes = tools["retrieve"].input_schema["$defs"]["RetrievalScope"]
+    assert scopes["additionalProperties"] is False  # misspelt scope keys are refused
 
 
 def test_retrieve_returns_cited_fragments_and_a_trace_like_rest(
@@ -331,16 +333,20 @@ def test_invalid_input_is_a_tool_error_naming_the_field(stack: Stack, cast: Cast
         missing = await session.call_tool("retrieve", {"query": "x", "scope": {}})
         no_session = await session.call_tool("write_session_fragment",
                                               {"scope": WEB, "body": "x"})
+        # A misspelt scope key is refused like in REST, not dropped (which would widen scope).
+        misspelt = await session.call_tool("retrieve", {"query": "x", "scope": {
+            "org_id": "acme", "repo": "web"}})
         # The server is still fine afterwards.
         still = ok(await session.call_tool("retrieve", {"query": "rate limiter", "scope": WEB}))
-        return errors, missing, no_session, still
+        return errors, missing, no_session, misspelt, still
 
-    errors, missing, no_session, still = run(stack, cast.raw_token, scenario)
+    errors, missing, no_session, misspelt, still = run(stack, cast.raw_token, scenario)
     assert [(e["code"], e["field"]) for e in errors] == [
         ("invalid", "budget_tokens"), ("invalid", "as_of"), ("invalid", "scope.org_id"),
         ("invalid", "reranker"), ("invalid", "signal"), ("invalid", "kind")]
     assert missing.is_error and "scope.org_id" in missing.content[0].text
     assert no_session.is_error and "scope.session_id" in no_session.content[0].text
+    assert misspelt.is_error and "scope.repo" in misspelt.content[0].text
     assert world.limiter.public_id in ids(still)
 
 
