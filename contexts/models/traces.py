@@ -25,7 +25,10 @@ class RetrievalTrace(PublicIdModel):
     requested_scope = models.JSONField(default=dict)
     parameters = models.JSONField(default=dict)
     reranker = models.CharField(max_length=200, default="none")
-    candidates = models.JSONField(default=list)
+    # Every candidate's stage scores, stored column-wise ({"columns": [...], "rows": [[...]]}):
+    # the keys once instead of ~200 times halves the row, and the insert — written after every
+    # retrieval — costs the next request less CPU. Read and written through ``candidates``.
+    stage_table = models.JSONField(default=dict, db_column="candidates")
     returned = models.JSONField(default=list, help_text="[{id, version, score, tokens}]")
     versions = models.JSONField(default=dict, help_text="chunker and embedding models")
     timings_ms = models.JSONField(default=dict)
@@ -41,3 +44,27 @@ class RetrievalTrace(PublicIdModel):
 
     def __str__(self) -> str:
         return f"{self.public_id} {self.query[:60]!r}"
+
+    @property
+    def candidates(self) -> list[dict]:
+        """One dict per candidate: id, bm25_rank, bm25, dense_rank, dense, rrf, rerank,
+        relevance, freshness, authority, pinned, pin_order, final, returned, dropped."""
+        return expand_table(self.stage_table)
+
+    @candidates.setter
+    def candidates(self, rows: list[dict]) -> None:
+        self.stage_table = table_of(rows)
+
+
+def table_of(rows: list[dict]) -> dict:
+    """Dicts → ``{"columns", "rows"}``; a key some dicts lack is None in theirs."""
+    columns = list(dict.fromkeys(key for row in rows for key in row))
+    return {"columns": columns, "rows": [[row.get(column) for column in columns] for row in rows]}
+
+
+def expand_table(table: dict | list) -> list[dict]:
+    """The inverse of :func:`table_of`."""
+    if isinstance(table, list):  # a row written as a list of dicts (before migration 0015)
+        return table
+    columns = table.get("columns", [])
+    return [dict(zip(columns, row, strict=True)) for row in table.get("rows", [])]
