@@ -64,7 +64,7 @@ def table_of(rows: list[dict]) -> dict:
 
 def expand_table(table: dict | list) -> list[dict]:
     """The inverse of :func:`table_of`."""
-    if isinstance(table, list):  # a row written as a list of dicts (before migration 0015)
+    if isinstance(table, list):  # written before migration 0015, which rewrites no rows
         return table
     columns = table.get("columns", [])
     return [dict(zip(columns, row, strict=True)) for row in table.get("rows", [])]

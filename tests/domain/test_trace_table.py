@@ -31,3 +31,9 @@ def test_the_model_stores_the_table_and_answers_with_dicts(cast):
     stored = RetrievalTrace.objects.get(pk=trace.pk)
     assert stored.stage_table == table_of(ROWS)
     assert stored.candidates == ROWS
+
+
+def test_a_row_stored_before_migration_0015_reads_the_same(cast):
+    trace = RetrievalTrace.objects.create(org=cast.org, query="q")
+    RetrievalTrace.objects.filter(pk=trace.pk).update(stage_table=ROWS)  # the old format
+    assert RetrievalTrace.objects.get(pk=trace.pk).candidates == ROWS
