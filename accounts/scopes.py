@@ -101,8 +101,8 @@ EMPTY = Readable((), {}, {}, {})
 
 
 # The scope rows of the roots' organizations and the published contexts their scopes subscribe
-# to, in one plain statement: it runs on every retrieval, and the three ORM queries it replaced
-# cost ~4 ms of the request's CPU, beside the query's forward pass (two cores).
+# to, in one plain statement: it runs on every retrieval, beside the query's forward pass on
+# two cores. readable_scopes(token) measured 1.5 ms with the ORM queries it replaced, 0.6 now.
 _SCOPE_GRAPH_SQL = """
     WITH orgs AS (
         SELECT unnest(%(orgs)s::bigint[]) AS id

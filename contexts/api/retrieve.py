@@ -127,7 +127,7 @@ def response_payload(result: RetrievalResult) -> dict:
 def build_request(principal, data: dict) -> RetrievalRequest:
     """Validated API input → a retrieval request over the principal's effective scopes."""
     readable = readable_scopes(principal)  # once per request
-    found = resolve_chain(principal, data["scope"], readable)
+    found = resolve_chain(data["scope"], readable)
     org = found["org"]
     persona = found.get("persona")
     chain = [found[kind].scope_id for kind in ("session", "persona", "repo") if kind in found]

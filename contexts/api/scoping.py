@@ -21,15 +21,20 @@ def refuse() -> PermissionDenied:
 
 
 def resolve_org(principal: Any, ref: str, readable: Readable | None = None) -> Organization:
-    """The organization, if the principal may read it or anything in it (a token bound to one
-    repository still names the organization as its namespace)."""
+    """The organization, if the principal may name it (:func:`_may_name`)."""
     org = find_org(ref)
     if org is None:
         raise refuse()
     readable = readable if readable is not None else readable_scopes(principal)
-    if org.scope_id not in readable and org.pk not in readable.orgs:
+    if not _may_name(org.pk, org.scope_id, readable):
         raise refuse()
     return org
+
+
+def _may_name(org_id: int, org_scope_id: int, readable: Readable) -> bool:
+    """Whether a request may name this organization: its principal reads it or anything in
+    it (a token bound to one repository still names the organization as its namespace)."""
+    return org_scope_id in readable or org_id in readable.orgs
 
 
 def resolve_in_org(org: Organization, kind: str, ref: str | None):
@@ -47,15 +52,15 @@ def resolve_in_org(org: Organization, kind: str, ref: str | None):
     return obj
 
 
-def resolve_chain(principal: Any, scope: dict, readable: Readable) -> dict[str, Found]:
+def resolve_chain(scope: dict, readable: Readable) -> dict[str, Found]:
     """The scope fields of a request (``org_id``, optional ``repo_id`` / ``persona_id`` /
     ``session_id``) in one query: kind → what was found, for the kinds given. Refused like
     :func:`resolve_org` and :func:`resolve_in_org`; the caller still asks ``accounts.scopes``
     whether each requested scope may be read."""
-    refs = {kind: scope.get(f"{kind}_id") or None for kind in ("repo", "persona", "session")}
+    refs = {kind: scope.get(f"{kind}_id") for kind in ("repo", "persona", "session")}
     found = find_chain(scope["org_id"], **refs)
     org = found.get("org")
-    if org is None or (org.scope_id not in readable and org.pk not in readable.orgs):
+    if org is None or not _may_name(org.pk, org.scope_id, readable):
         raise refuse()
     if any(ref and kind not in found for kind, ref in refs.items()):
         raise refuse()

@@ -336,17 +336,21 @@ def test_invalid_input_is_a_tool_error_naming_the_field(stack: Stack, cast: Cast
         # A misspelt scope key is refused like in REST, not dropped (which would widen scope).
         misspelt = await session.call_tool("retrieve", {"query": "x", "scope": {
             "org_id": "acme", "repo": "web"}})
+        # Unknown top-level arguments are the SDK's to check, and it ignores them (docs/api.md).
+        extra = ok(await session.call_tool("retrieve", {"query": "rate limiter", "scope": WEB,
+                                                        "budget": 5}))
         # The server is still fine afterwards.
         still = ok(await session.call_tool("retrieve", {"query": "rate limiter", "scope": WEB}))
-        return errors, missing, no_session, misspelt, still
+        return errors, missing, no_session, misspelt, extra, still
 
-    errors, missing, no_session, misspelt, still = run(stack, cast.raw_token, scenario)
+    errors, missing, no_session, misspelt, extra, still = run(stack, cast.raw_token, scenario)
     assert [(e["code"], e["field"]) for e in errors] == [
         ("invalid", "budget_tokens"), ("invalid", "as_of"), ("invalid", "scope.org_id"),
         ("invalid", "reranker"), ("invalid", "signal"), ("invalid", "kind")]
     assert missing.is_error and "scope.org_id" in missing.content[0].text
     assert no_session.is_error and "scope.session_id" in no_session.content[0].text
     assert misspelt.is_error and "scope.repo" in misspelt.content[0].text
+    assert world.limiter.public_id in ids(extra)
     assert world.limiter.public_id in ids(still)
 
 
