@@ -365,5 +365,10 @@ CELERY_BEAT_SCHEDULE = {
     # Retrievals counted in Redis reach the fragments' use counters (contexts/usage.py).
     "usage-flush-counters": {"task": "contexts.tasks.flush_use_counters",
                              "schedule": float(env_int("CONTEXTS_USAGE_FLUSH_SECONDS", 30))},
+    # Retrieval traces past TRACE_RETENTION_DAYS (contexts/services/traces.py).
+    "traces-purge": {"task": "contexts.tasks.purge_old_traces",
+                     "schedule": crontab(hour=4, minute=30)},
 }
+# Days a retrieval trace is kept; 0 keeps every trace.
+TRACE_RETENTION_DAYS = env_int("CONTEXTS_TRACE_RETENTION_DAYS", 30)
 # --- end Governance ----------------------------------------------------------------------------

@@ -45,6 +45,14 @@ def flush_use_counters() -> int:
 
 
 @shared_task(ignore_result=True)
+def purge_old_traces() -> int:
+    """Delete retrieval traces past ``TRACE_RETENTION_DAYS`` (``contexts.services.traces``)."""
+    from contexts.services import traces
+
+    return traces.purge()
+
+
+@shared_task(ignore_result=True)
 def record_feedback(fragment_id: int, signal: str) -> None:
     from django.db.models import F
 

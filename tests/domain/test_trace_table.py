@@ -1,7 +1,17 @@
-"""RetrievalTrace keeps its candidate list column-wise; callers see one dict per candidate."""
+"""RetrievalTrace keeps its candidate list column-wise (callers see one dict per candidate),
+uncompressed, and for ``TRACE_RETENTION_DAYS``."""
+
+import datetime as dt
+
+from django.conf import settings as django_settings
+from django.db import connection
+from django.utils import timezone
 
 from contexts.models import RetrievalTrace
 from contexts.models.traces import expand_table, table_of
+from contexts.retrieval.types import TRACE_COLUMNS, Candidate
+from contexts.services import traces
+from contexts.tasks import purge_old_traces
 
 ROWS = [
     {"id": "frag_a", "bm25_rank": 1, "bm25": 7.5, "dense_rank": None, "final": 0.61},
@@ -37,3 +47,47 @@ def test_a_row_stored_before_migration_0015_reads_the_same(cast):
     trace = RetrievalTrace.objects.create(org=cast.org, query="q")
     RetrievalTrace.objects.filter(pk=trace.pk).update(stage_table=ROWS)  # the old format
     assert RetrievalTrace.objects.get(pk=trace.pk).candidates == ROWS
+
+
+def test_a_candidates_trace_row_follows_the_trace_columns():
+    candidate = Candidate(7, ranks={"dense": 2}, scores={"dense": 0.8123456789}, rrf=0.0161290,
+                          relevance=0.5, final=0.712345, returned=True)
+    row = dict(zip(TRACE_COLUMNS, candidate.trace_row("frag_x"), strict=True))
+    assert row == candidate.as_trace("frag_x")
+    assert row["id"] == "frag_x" and row["dense_rank"] == 2 and row["bm25_rank"] is None
+    assert row["dense"] == 0.8123456789 and row["final"] == 0.7123 and row["returned"] is True
+
+
+def test_candidate_tables_are_stored_uncompressed(db):
+    # Migration 0016: no pglz pass on the write every retrieval makes.
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT attstorage FROM pg_attribute WHERE attrelid = "
+                       "'contexts_retrievaltrace'::regclass AND attname = 'candidates'")
+        assert cursor.fetchone() == ("e",)
+
+
+def test_traces_past_retention_are_purged_in_batches(cast, monkeypatch):
+    now = timezone.now()
+    ages = [0, 29, 31, 40, 400]
+    for age in ages:
+        trace = RetrievalTrace.objects.create(org=cast.org, query=f"{age} days old")
+        RetrievalTrace.objects.filter(pk=trace.pk).update(
+            created_at=now - dt.timedelta(days=age))
+    monkeypatch.setattr(traces, "BATCH", 2)  # three old ones: two batches
+    assert traces.purge(30, now=now) == 3
+    assert sorted(RetrievalTrace.objects.values_list("query", flat=True)) == [
+        "0 days old", "29 days old"]
+    assert traces.purge(0, now=now) == 0  # 0 keeps every trace
+    assert RetrievalTrace.objects.count() == 2
+
+
+def test_the_purge_is_scheduled_and_reads_the_setting(cast, settings):
+    entry = django_settings.CELERY_BEAT_SCHEDULE["traces-purge"]
+    assert entry["task"] == "contexts.tasks.purge_old_traces"
+    old = RetrievalTrace.objects.create(org=cast.org, query="old")
+    RetrievalTrace.objects.filter(pk=old.pk).update(
+        created_at=timezone.now() - dt.timedelta(days=3))
+    settings.TRACE_RETENTION_DAYS = 5
+    assert purge_old_traces() == 0
+    settings.TRACE_RETENTION_DAYS = 2
+    assert purge_old_traces() == 1
