@@ -1,6 +1,6 @@
 """Trace retention: retrieval traces older than ``TRACE_RETENTION_DAYS`` are deleted daily.
 
-Every retrieval writes one trace (~25 KB: its candidate table is stored uncompressed, see
+Every retrieval writes one trace (~30 KB: its candidate table is stored uncompressed, see
 migration 0016), so a busy fleet writes gigabytes a day; traces are diagnostics, and replay
 and the console look at recent ones. Deleted in batches, each its own transaction, so the
 purge never holds long locks or one huge transaction on a table that is written every request.
