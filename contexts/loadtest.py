@@ -40,13 +40,14 @@ def percentile(values: Sequence[float], q: float) -> float:
 # --- the server ----------------------------------------------------------------------------------
 @contextmanager
 def gunicorn(workers: int, *, asgi: bool = False, threads: int = 1,
-             env: dict[str, str] | None = None) -> Iterator[str]:
+             env: dict[str, str] | None = None, keepalive: int = 2) -> Iterator[str]:
     """Serve the project with gunicorn on a free local port; yields its base URL.
 
     ``asgi`` uses uvicorn workers on ``contexts.asgi`` as ``make run`` does; otherwise the WSGI
     app, with ``threads`` requests in flight per worker. gunicorn inherits an already bound
     socket (``fd://``), so no other process can take the port between choosing and binding it.
-    The whole process group is stopped afterwards.
+    The whole process group is stopped afterwards. ``keepalive``: seconds an idle keep-alive
+    connection stays open (gunicorn's default, 2; sync workers close every connection anyway).
     """
     listener = socket.create_server(("127.0.0.1", 0))
     port = listener.getsockname()[1]
@@ -56,6 +57,7 @@ def gunicorn(workers: int, *, asgi: bool = False, threads: int = 1,
         server = subprocess.Popen(
             [sys.executable, "-m", "gunicorn", *app, "--bind", f"fd://{listener.fileno()}",
              "--workers", str(workers), "--threads", str(threads), "--log-level", "warning",
+             "--keep-alive", str(keepalive),
              "--graceful-timeout", "5"],
             env={**os.environ, "DJANGO_SETTINGS_MODULE": "contexts.settings", **(env or {})},
             cwd=settings.BASE_DIR, pass_fds=[listener.fileno()], start_new_session=True)

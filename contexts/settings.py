@@ -118,6 +118,8 @@ MIDDLEWARE = [
 ROOT_URLCONF = "contexts.urls"
 WSGI_APPLICATION = "contexts.wsgi.application"
 ASGI_APPLICATION = "contexts.asgi.application"
+# Django requests served at once per web process under ASGI (contexts/asgi.py).
+WEB_THREADS = env_int("CONTEXTS_WEB_THREADS", 4)
 
 TEMPLATES = [
     {

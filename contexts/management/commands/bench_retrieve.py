@@ -85,9 +85,12 @@ class Command(BaseCommand):
         parser.add_argument("--workers", type=int, default=2)
         parser.add_argument("--block", type=int, default=20,
                             help="queries per alternating block (endpoint, then raw parts)")
+        parser.add_argument("--asgi", action="store_true",
+                            help="serve contexts.asgi with uvicorn workers, as `make run` and "
+                                 "the Docker image do (default: contexts.wsgi, sync workers)")
 
     def handle(self, *args, fragments: int, queries: int, workers: int, block: int,
-               **options) -> None:
+               asgi: bool, **options) -> None:
         orgs = self._corpus(fragments)
         tokens = {org.pk: create_token(org, "bench", [org.scope])[1] for org in orgs}
         asks = []
@@ -100,7 +103,9 @@ class Command(BaseCommand):
         http_ms: list[float] = []
         raw_ms: list[float] = []
         parts: dict[str, list[float]] = {"embed": [], "tantivy": [], "pgvector": []}
-        with gunicorn(workers, env={"CONTEXTS_THROTTLE_AGENT": "1000000/min"}) as base_url:
+        # Under ASGI the client keeps one connection: it must outlive a raw block.
+        with gunicorn(workers, asgi=asgi, keepalive=60,
+                      env={"CONTEXTS_THROTTLE_AGENT": "1000000/min"}) as base_url:
             conn = connect(base_url)
             self._http(conn, asks[:20], tokens)  # warm-up, both sides
             self._raw(asks[:20], gens, [], {key: [] for key in parts})
@@ -109,7 +114,7 @@ class Command(BaseCommand):
                 http_ms += self._http(conn, batch, tokens)
                 time.sleep(QUIET_SECONDS)
                 self._raw(batch, gens, raw_ms, parts)
-        self._report(http_ms, raw_ms, parts, fragments, block)
+        self._report(http_ms, raw_ms, parts, fragments, block, asgi)
 
     # -- corpus --------------------------------------------------------------------------------
     def _corpus(self, total: int) -> list[Organization]:
@@ -186,10 +191,12 @@ class Command(BaseCommand):
                 parts[key].append(value * 1000)
             sums.append((embed + tantivy + pgvector) * 1000)
 
-    def _report(self, http_ms, raw_ms, parts, fragments, block) -> None:
+    def _report(self, http_ms, raw_ms, parts, fragments, block, asgi) -> None:
         p50, p95 = statistics.median(http_ms), percentile(http_ms, 0.95)
         raw50, raw95 = statistics.median(raw_ms), percentile(raw_ms, 0.95)
-        self.stdout.write(f"\n{fragments} fragments, {len(http_ms)} queries, reranker none")
+        server = "ASGI (contexts.asgi, uvicorn workers)" if asgi else "WSGI (sync workers)"
+        self.stdout.write(f"\n{fragments} fragments, {len(http_ms)} queries, reranker none, "
+                          f"{server}")
         self.stdout.write(f"endpoint (HTTP)   p50 {p50:7.1f} ms   p95 {p95:7.1f} ms")
         self.stdout.write(f"sum of raw parts  p50 {raw50:7.1f} ms   p95 {raw95:7.1f} ms")
         for key, values in parts.items():
