@@ -364,3 +364,21 @@ def test_django_is_still_served_next_to_mcp(stack: Stack):
     assert httpx2.get(f"{stack.base_url}/api/").status_code == 200
     # Only /mcp and below belong to the MCP server.
     assert httpx2.get(f"{stack.base_url}/mcpx").status_code == 404
+
+
+def test_rest_retrieval_through_the_served_app_writes_its_trace_after_answering(
+        stack: Stack, cast: Cast, world: World):
+    # Django runs as its WSGI application inside the ASGI server (contexts/asgi.py). The trace
+    # row is written once the response is sent, from the response's close(), which the adapter
+    # must call (uvicorn's own WSGI adapter never did).
+    response = httpx2.post(
+        f"{stack.base_url}/api/contexts/retrieve", timeout=60,
+        json={"query": "why does the rate limiter drop requests?", "scope": WEB},
+        headers={"Authorization": f"Bearer {cast.raw_token}"})
+    assert response.status_code == 200, response.text
+    payload = response.json()
+    assert ids(payload) == [world.limiter.public_id]
+    deadline = time.monotonic() + 10
+    while not RetrievalTrace.objects.filter(public_id=payload["trace_id"]).exists():
+        assert time.monotonic() < deadline, "the trace was never written"
+        time.sleep(0.05)
