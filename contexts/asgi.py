@@ -5,7 +5,7 @@ Django is served as its WSGI application in a small thread pool (``a2wsgi``), no
 Django's ASGI handler. Every view and middleware here is synchronous, and the ASGI handler runs
 them by hopping between the event loop and a thread several times per request (the middleware
 chain is not all async-capable, and the view is sync): measured with ``bench_retrieve --asgi``,
-the retrieval endpoint answered in 56 ms p50 through it and in 41–50 ms through the WSGI
+the retrieval endpoint answered in 56–57 ms p50 through it and in 42–48 ms through the WSGI
 application on the same server, the same minute. ``CONTEXTS_WEB_THREADS`` requests run at once
 per process.
 
