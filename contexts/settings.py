@@ -120,6 +120,10 @@ WSGI_APPLICATION = "contexts.wsgi.application"
 ASGI_APPLICATION = "contexts.asgi.application"
 # Django requests served at once per web process under ASGI (contexts/asgi.py).
 WEB_THREADS = env_int("CONTEXTS_WEB_THREADS", 4)
+if WEB_THREADS < 1:
+    from django.core.exceptions import ImproperlyConfigured
+
+    raise ImproperlyConfigured(f"CONTEXTS_WEB_THREADS must be at least 1, not {WEB_THREADS}")
 
 TEMPLATES = [
     {

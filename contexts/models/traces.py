@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
@@ -47,8 +49,8 @@ class RetrievalTrace(PublicIdModel):
 
     @property
     def candidates(self) -> list[dict]:
-        """One dict per candidate: id, bm25_rank, bm25, dense_rank, dense, rrf, rerank,
-        relevance, freshness, authority, pinned, pin_order, final, returned, dropped."""
+        """One dict per candidate (the retrieval writes the keys of
+        ``contexts.retrieval.types.TRACE_COLUMNS``)."""
         return expand_table(self.stage_table)
 
     @candidates.setter
@@ -56,10 +58,15 @@ class RetrievalTrace(PublicIdModel):
         self.stage_table = table_of(rows)
 
 
+def stage_table(columns: Sequence[str], rows: list[list]) -> dict:
+    """The stored form of a candidate table: ``{"columns": [...], "rows": [[...], ...]}``."""
+    return {"columns": list(columns), "rows": rows}
+
+
 def table_of(rows: list[dict]) -> dict:
-    """Dicts → ``{"columns", "rows"}``; a key some dicts lack is None in theirs."""
+    """Dicts → :func:`stage_table`; a key some dicts lack is None in theirs."""
     columns = list(dict.fromkeys(key for row in rows for key in row))
-    return {"columns": columns, "rows": [[row.get(column) for column in columns] for row in rows]}
+    return stage_table(columns, [[row.get(column) for column in columns] for row in rows])
 
 
 def expand_table(table: dict | list) -> list[dict]:

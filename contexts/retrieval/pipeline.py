@@ -28,6 +28,7 @@ from contexts import usage
 from contexts.compression import compress, packed_tokens
 from contexts.metrics import observe_retrieval
 from contexts.models import Fragment, RetrievalTrace
+from contexts.models.traces import stage_table
 from contexts.retrieval import compose, dense, fuse, lexical
 from contexts.retrieval.rerank import NoReranker, get_reranker
 from contexts.retrieval.types import (
@@ -388,9 +389,8 @@ def _trace(request: RetrievalRequest, result: RetrievalResult, rows: dict[int, C
         reranker=result.reranker,
         # A pin of a fragment this request may not return (retired, superseded, not valid at
         # as_of) is no candidate: it is left out rather than named by its internal key.
-        stage_table={"columns": list(TRACE_COLUMNS),
-                     "rows": [c.trace_row(ids[c.fragment_id]) for c in candidates
-                              if c.fragment_id in ids]},
+        stage_table=stage_table(TRACE_COLUMNS, [c.trace_row(ids[c.fragment_id])
+                                                for c in candidates if c.fragment_id in ids]),
         returned=[{"id": c.fragment.public_id, "version": c.fragment.version,
                    "score": round(c.candidate.final, 4), "tokens": c.tokens}
                   for c in result.fragments],

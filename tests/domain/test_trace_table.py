@@ -50,12 +50,18 @@ def test_a_row_stored_before_migration_0015_reads_the_same(cast):
 
 
 def test_a_candidates_trace_row_follows_the_trace_columns():
-    candidate = Candidate(7, ranks={"dense": 2}, scores={"dense": 0.8123456789}, rrf=0.0161290,
-                          relevance=0.5, final=0.712345, returned=True)
-    row = dict(zip(TRACE_COLUMNS, candidate.trace_row("frag_x"), strict=True))
-    assert row == candidate.as_trace("frag_x")
-    assert row["id"] == "frag_x" and row["dense_rank"] == 2 and row["bm25_rank"] is None
-    assert row["dense"] == 0.8123456789 and row["final"] == 0.7123 and row["returned"] is True
+    # Every value distinct, so a column written in another's place fails.
+    candidate = Candidate(7, ranks={"lexical": 3, "dense": 2},
+                          scores={"lexical": 11.25, "dense": 0.8123456789}, rrf=0.0161290,
+                          rerank=0.93, relevance=0.5, freshness=0.312345, authority=0.42,
+                          pinned=True, pin_order=1, final=0.712345, returned=True,
+                          dropped="over budget")
+    expected = {"id": "frag_x", "bm25_rank": 3, "bm25": 11.25, "dense_rank": 2,
+                "dense": 0.8123456789, "rrf": 0.016129, "rerank": 0.93, "relevance": 0.5,
+                "freshness": 0.3123, "authority": 0.42, "pinned": True, "pin_order": 1,
+                "final": 0.7123, "returned": True, "dropped": "over budget"}
+    assert dict(zip(TRACE_COLUMNS, candidate.trace_row("frag_x"), strict=True)) == expected
+    assert candidate.as_trace("frag_x") == expected  # what the console shows
 
 
 def test_candidate_tables_are_stored_uncompressed(db):

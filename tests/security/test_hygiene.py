@@ -402,3 +402,10 @@ def test_in_production_a_missing_or_placeholder_key_stops_the_start(tmp_path, en
     assert not (tmp_path / "var" / "secret_key").exists()  # nothing generated in its place
     ok = settings_in({"CONTEXTS_PRODUCTION": "true", "SECRET_KEY": "k" * 60}, tmp_path)
     assert ok.returncode == 0 and json.loads(ok.stdout)["secret"] == "k" * 60
+
+
+def test_a_web_thread_pool_of_none_stops_the_start_naming_the_setting(tmp_path):
+    result = settings_in({"CONTEXTS_WEB_THREADS": "0"}, tmp_path)
+    assert result.returncode != 0
+    assert "ImproperlyConfigured" in result.stderr and "CONTEXTS_WEB_THREADS" in result.stderr
+    assert settings_in({"CONTEXTS_WEB_THREADS": "2"}, tmp_path).returncode == 0

@@ -91,6 +91,10 @@ class Command(BaseCommand):
 
     def handle(self, *args, fragments: int, queries: int, workers: int, block: int,
                asgi: bool, **options) -> None:
+        for name, value in (("--fragments", fragments), ("--queries", queries),
+                            ("--workers", workers), ("--block", block)):
+            if value < 1:
+                raise CommandError(f"{name} must be at least 1, not {value}")
         orgs = self._corpus(fragments)
         tokens = {org.pk: create_token(org, "bench", [org.scope])[1] for org in orgs}
         asks = []
