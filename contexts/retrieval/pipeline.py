@@ -18,7 +18,7 @@ from functools import partial
 from typing import Any
 
 import numpy as np
-from django.db import connection, transaction
+from django.db import connection
 from django.utils import timezone
 
 from accounts.models import ApiToken, Persona, new_public_id
@@ -42,6 +42,7 @@ from contexts.retrieval.types import (
     RetrievalResult,
     Weights,
 )
+from contexts.services import traces
 from contexts.services.rls import pg_int_array, retrieval_scope
 
 logger = logging.getLogger(__name__)
@@ -166,15 +167,7 @@ def retrieve(request: RetrievalRequest, *, principal: Any = None, record_trace: 
 
         def save_trace() -> None:
             # Built with the write: turning every candidate into JSON need not delay the answer.
-            trace = _trace(request, result, rows, principal, gens)
-            own_transaction = not connection.in_atomic_block
-            with transaction.atomic(), connection.cursor() as cursor:
-                if own_transaction:
-                    # A trace is diagnostics: not waiting for its WAL flush frees the worker
-                    # sooner; a database crash may lose the last fraction of a second of
-                    # traces, never anything else (the setting ends with this transaction).
-                    cursor.execute("SET LOCAL synchronous_commit TO off")
-                trace.save(force_insert=True)
+            traces.write(_trace(request, result, rows, principal, gens))
 
         writes.append(save_trace)
     if request.count_use:

@@ -1,4 +1,5 @@
-"""Trace retention: retrieval traces older than ``TRACE_RETENTION_DAYS`` are deleted daily.
+"""Writing retrieval traces, and their retention: traces older than ``TRACE_RETENTION_DAYS``
+are deleted daily.
 
 Every retrieval writes one trace (~30 KB: its candidate table is stored uncompressed, see
 migration 0016), so a busy fleet writes gigabytes a day; traces are diagnostics, and replay
@@ -14,7 +15,33 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
+from accounts.sql import insert_statement, insert_values
+from contexts.models import RetrievalTrace
+
 BATCH = 5000
+
+_FIELDS, _INSERT = insert_statement(RetrievalTrace)
+# One round trip: the setting and the insert as one implicit transaction (statements sent
+# together run as one unless they say otherwise), so a failed insert leaves no transaction
+# open. The setting ends with that transaction.
+_INSERT_UNFLUSHED = "SET LOCAL synchronous_commit TO off; " + _INSERT
+
+
+def write(trace: RetrievalTrace) -> None:
+    """Insert a new trace (its ``public_id`` already set), in one round trip.
+
+    Every retrieval writes one, after its answer is sent, while on two cores the next request
+    is starting; measured alone on the real table: 2.7 ms through ``save()`` in a transaction
+    of its own (four round trips, ``json.dumps`` and quoting), 1.4 ms here. A trace is
+    diagnostics: its own transaction does not wait for its WAL flush, so a database crash may
+    lose the last fraction of a second of traces, never anything else. Inside a caller's
+    transaction it is just another insert of that transaction.
+    """
+    if not trace.public_id:
+        raise ValueError("a trace is written under the public id its result already carries")
+    sql = _INSERT if connection.in_atomic_block else _INSERT_UNFLUSHED
+    with connection.cursor() as cursor:
+        cursor.execute(sql, insert_values(trace, _FIELDS, connection))
 
 
 def purge(older_than_days: int | None = None, *, now: dt.datetime | None = None) -> int:

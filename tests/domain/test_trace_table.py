@@ -2,11 +2,16 @@
 uncompressed, and for ``TRACE_RETENTION_DAYS``."""
 
 import datetime as dt
+from decimal import Decimal
 
+import pytest
 from django.conf import settings as django_settings
-from django.db import connection
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
+from django.utils.translation import gettext_lazy
+from psycopg.pq import TransactionStatus
 
+from accounts.models import new_public_id
 from contexts.models import RetrievalTrace
 from contexts.models.traces import expand_table, table_of
 from contexts.retrieval.types import TRACE_COLUMNS, Candidate
@@ -97,3 +102,68 @@ def test_the_purge_is_scheduled_and_reads_the_setting(cast, settings):
     assert purge_old_traces() == 0
     settings.TRACE_RETENTION_DAYS = 2
     assert purge_old_traces() == 1
+
+
+def _trace(cast, **fields) -> RetrievalTrace:
+    return RetrievalTrace(public_id=new_public_id(RetrievalTrace.PUBLIC_ID_PREFIX),
+                          org=cast.org, **fields)
+
+
+def test_a_written_trace_reads_back_field_for_field(cast):
+    # Every field set, JSON of every shape: written by traces.write's own serialiser
+    # (orjson, with Django's encoder for lazy strings and decimals).
+    when = timezone.now() - dt.timedelta(minutes=3)
+    trace = _trace(cast, token=cast.token, query="it's \"quoted\" — ünïcode", reranker="none",
+                   scope_ids=[3, 1], requested_scope={"chain": [1], "persona_id": None},
+                   parameters={"weights": {"w_r": 0.7}, "label": gettext_lazy("Search"),
+                               "price": Decimal("1.50"), "legs": ["lexical", "dense"]},
+                   stage_table=table_of(ROWS), returned=[{"id": "frag_a", "score": 0.61}],
+                   versions={"chunker": ["md-1"]}, timings_ms={"total": 12.5},
+                   degraded={"lexical": "IndexMissing"}, created_at=when)
+    traces.write(trace)
+    stored = RetrievalTrace.objects.get(public_id=trace.public_id)
+    assert stored.token_id == cast.token.pk and stored.created_at == when
+    assert stored.query == trace.query and stored.scope_ids == [3, 1]
+    assert stored.parameters == {"weights": {"w_r": 0.7}, "label": "Search", "price": "1.50",
+                                 "legs": ["lexical", "dense"]}
+    assert stored.candidates == ROWS
+    assert (stored.requested_scope, stored.returned, stored.versions, stored.timings_ms,
+            stored.degraded) == (trace.requested_scope, trace.returned, trace.versions,
+                                 trace.timings_ms, trace.degraded)
+
+
+def test_a_score_that_is_not_a_number_is_written_as_null(cast):
+    # jsonb has no NaN: json.dumps would have written one and the insert failed.
+    trace = _trace(cast, query="q", timings_ms={"rerank": float("nan")})
+    traces.write(trace)
+    assert RetrievalTrace.objects.get(public_id=trace.public_id).timings_ms == {"rerank": None}
+
+
+def test_inside_a_callers_transaction_the_trace_goes_with_it(cast):
+    trace = _trace(cast, query="q")
+    with pytest.raises(RuntimeError), transaction.atomic():
+        traces.write(trace)
+        assert RetrievalTrace.objects.filter(public_id=trace.public_id).exists()
+        raise RuntimeError("the caller fails")
+    assert not RetrievalTrace.objects.filter(public_id=trace.public_id).exists()
+
+
+def test_a_trace_needs_its_public_id(cast):
+    with pytest.raises(ValueError, match="public id"):
+        traces.write(RetrievalTrace(org=cast.org, query="q"))
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_failed_write_leaves_no_transaction_open_and_loses_nothing(cast):
+    first = _trace(cast, query="first")
+    traces.write(first)
+    duplicate = _trace(cast, query="second")
+    duplicate.public_id = first.public_id
+    with pytest.raises(IntegrityError):
+        traces.write(duplicate)
+    assert not connection.in_atomic_block
+    assert connection.connection.info.transaction_status == TransactionStatus.IDLE
+    assert list(RetrievalTrace.objects.values_list("query", flat=True)) == ["first"]
+    with connection.cursor() as cursor:  # the setting ended with the failed transaction
+        cursor.execute("SHOW synchronous_commit")
+        assert cursor.fetchone()[0] == "on"
