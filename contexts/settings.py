@@ -230,7 +230,7 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_RENDERER_CLASSES": ["contexts.api.renderers.FastJSONRenderer"],
     # JSON only, bounded in size and depth (uploads declare the multipart parser themselves).
     "DEFAULT_PARSER_CLASSES": ["contexts.api.validation.JSONBodyParser"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",

@@ -51,19 +51,28 @@ def score(candidates: dict[int, Candidate], rows: dict[int, CandidateRow],
     now = (request.as_of or timezone.now()).timestamp()
     for fragment_id in pins:
         candidates.setdefault(fragment_id, Candidate(fragment_id))
+    # ~200 candidates a request, after the query vector is in: the half-life is looked up
+    # once per kind and the weights once, not per candidate.
+    halflives: dict[str, float] = {}
+    w_r, w_f, w_c, w_p, total = (weights.w_r, weights.w_f, weights.w_c, weights.w_p,
+                                 weights.total)
     for candidate in candidates.values():
         fragment = rows.get(candidate.fragment_id)
         if fragment is None:
             candidate.dropped = "not visible or not retrievable"
             continue
-        candidate.freshness = freshness(fragment.touched_at, now,
-                                        halflife_days(fragment, request, persona_halflives))
+        half_life = halflives.get(fragment.kind)
+        if half_life is None:
+            half_life = halflives[fragment.kind] = halflife_days(fragment, request,
+                                                                 persona_halflives)
+        candidate.freshness = freshness(fragment.touched_at, now, half_life)
         candidate.authority = max(0.0, min(1.0, fragment.authority))
-        candidate.pinned = candidate.fragment_id in pins
-        candidate.pin_order = pins.get(candidate.fragment_id)
-        candidate.final = (weights.w_r * candidate.relevance + weights.w_f * candidate.freshness
-                           + weights.w_c * candidate.authority
-                           + weights.w_p * (1.0 if candidate.pinned else 0.0)) / weights.total
+        pin_order = pins.get(candidate.fragment_id)
+        candidate.pinned = pin_order is not None
+        candidate.pin_order = pin_order
+        candidate.final = (w_r * candidate.relevance + w_f * candidate.freshness
+                           + w_c * candidate.authority
+                           + w_p * (1.0 if candidate.pinned else 0.0)) / total
 
 
 def pack(candidates: dict[int, Candidate], rows: dict[int, CandidateRow],

@@ -23,16 +23,18 @@ def rrf(legs: Mapping[str, Sequence[tuple[int, float]]], config: FusionConfig,
     namespaces = namespaces or {}
     table = _leg_weights(legs, config, namespaces)
     candidates: dict[int, Candidate] = {}
+    k = config.k
     for leg, ranked in legs.items():
+        leg_weight = {ns: weights[leg] for ns, weights in table.items()}  # namespace → weight
         for rank, (fragment_id, score) in enumerate(ranked, start=1):
             candidate = candidates.get(fragment_id)
             if candidate is None:
                 candidate = candidates[fragment_id] = Candidate(fragment_id)
             candidate.ranks[leg] = rank
             candidate.scores[leg] = round(float(score), 6)
-            candidate.rrf += table[namespaces.get(fragment_id)][leg] / (config.k + rank)
+            candidate.rrf += leg_weight[namespaces.get(fragment_id)] / (k + rank)
     # Relevance on 0–1: a fragment ranked first by every leg (at full weight) scores 1.
-    best = {ns: sum(weights.values()) / (config.k + 1) or 1.0 for ns, weights in table.items()}
+    best = {ns: sum(weights.values()) / (k + 1) or 1.0 for ns, weights in table.items()}
     for candidate in candidates.values():
         candidate.relevance = candidate.rrf / best[namespaces.get(candidate.fragment_id)]
     return candidates
@@ -56,13 +58,17 @@ def convex(legs: Mapping[str, Sequence[tuple[int, float]]], config: FusionConfig
     candidates = rrf(legs, config, namespaces)  # ranks, raw scores, RRF kept for the trace
     table = _leg_weights(legs, config, namespaces)
     totals = {ns: sum(weights.values()) or 1.0 for ns, weights in table.items()}
-    normalised = {leg: _min_max(ranked) for leg, ranked in legs.items()}
     for candidate in candidates.values():
-        namespace = namespaces.get(candidate.fragment_id)
-        weights = table[namespace]
-        candidate.relevance = sum(
-            weights[leg] * normalised[leg].get(candidate.fragment_id, 0.0)
-            for leg in legs) / totals[namespace]
+        candidate.relevance = 0.0
+    # Leg by leg, in the legs' order: the same sums as one generator per candidate, without
+    # one per candidate (~200 a request).
+    for leg, ranked in legs.items():
+        leg_weight = {ns: weights[leg] for ns, weights in table.items()}
+        for fragment_id, normalised in _min_max(ranked).items():
+            candidates[fragment_id].relevance += (
+                leg_weight[namespaces.get(fragment_id)] * normalised)
+    for candidate in candidates.values():
+        candidate.relevance /= totals[namespaces.get(candidate.fragment_id)]
     return candidates
 
 

@@ -106,7 +106,7 @@ class CandidateRow(NamedTuple):
     authority: float
 
 
-@dataclass
+@dataclass(slots=True)  # ~200 a request: slots make each cheaper to build and to read
 class Candidate:
     """One fragment's journey through the stages (what the trace stores)."""
 
