@@ -104,6 +104,9 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    # Starts a retrieval's forward pass before authentication, for credentials this process
+    # has just seen authenticate (ADR 0007, addendum of session 7).
+    "contexts.api.early.EarlyEmbeddingMiddleware",
     "contexts.availability.AvailabilityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",

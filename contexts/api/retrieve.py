@@ -15,6 +15,7 @@ from rest_framework.response import Response
 
 from accounts.scopes import ScopeDenied, readable_scopes, retrieval_scopes
 from contexts.api.after_response import run_after_response
+from contexts.api.early import early_embedding, started_embedding
 from contexts.api.schema import AUTH, BODY, errors
 from contexts.api.scoping import SCOPE_REFUSED, resolve_chain
 from contexts.api.throttling import AgentRateThrottle
@@ -151,16 +152,6 @@ def build_request(principal, data: dict) -> RetrievalRequest:
     )
 
 
-def early_embedding(body: object) -> dense.QueryEmbedding | None:
-    """Start embedding the query of a not yet validated body, so that the forward pass — the
-    one expensive step — overlaps validation and scope resolution. Only for an authenticated,
-    throttled caller; :func:`retrieve_for` uses it only if validation kept the same text."""
-    query = body.get("query") if isinstance(body, dict) else None
-    if not isinstance(query, str) or not 0 < len(query) <= LIMITS["max_query_chars"]:
-        return None
-    return dense.QueryEmbedding(query.strip())
-
-
 def retrieve_for(principal, data: dict,
                  defer: Callable[[Callable[[], None]], None] | None = None,
                  embedding: dense.QueryEmbedding | None = None) -> RetrievalResult:
@@ -187,7 +178,7 @@ def retrieve_for(principal, data: dict,
 @api_view(["POST"])
 @throttle_classes([AgentRateThrottle])
 def retrieve_view(request: Request) -> Response:
-    embedding = early_embedding(request.data)
+    embedding = started_embedding(request._request) or early_embedding(request.data)
     data = RetrieveRequestSerializer(data=request.data)
     data.is_valid(raise_exception=True)
     writes: list[Callable[[], None]] = []
