@@ -102,11 +102,11 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First: starts a retrieval's forward pass as the request arrives, for credentials this
+    # process has just seen authenticate (contexts/api/early.py, ADR 0009).
+    "contexts.api.early.EarlyEmbeddingMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
-    # Starts a retrieval's forward pass before authentication, for credentials this process
-    # has just seen authenticate (ADR 0007, addendum of session 7).
-    "contexts.api.early.EarlyEmbeddingMiddleware",
     "contexts.availability.AvailabilityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
