@@ -66,8 +66,8 @@ class EarlyEmbeddingMiddleware:
 
     def _is_retrieval(self, request: HttpRequest) -> bool:
         if self._path is None:
-            self._path = reverse("api:retrieve")
-        return request.path_info == self._path
+            self._path = reverse("api:retrieve")  # with the script prefix, like request.path
+        return request.path == self._path
 
     @staticmethod
     def _start(request: HttpRequest) -> dense.QueryEmbedding | None:
