@@ -7,6 +7,7 @@ from decimal import Decimal
 import pytest
 from django.conf import settings as django_settings
 from django.db import IntegrityError, connection, transaction
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from django.utils.translation import gettext_lazy
 from psycopg.pq import TransactionStatus
@@ -142,7 +143,10 @@ def test_a_score_that_is_not_a_number_is_written_as_null(cast):
 def test_inside_a_callers_transaction_the_trace_goes_with_it(cast):
     trace = _trace(cast, query="q")
     with pytest.raises(RuntimeError), transaction.atomic():
-        traces.write(trace)
+        with CaptureQueriesContext(connection) as queries:
+            traces.write(trace)
+        # The caller's transaction commits as the caller says: no setting of the trace's own.
+        assert [q["sql"].split()[0] for q in queries.captured_queries] == ["INSERT"]
         assert RetrievalTrace.objects.filter(public_id=trace.public_id).exists()
         raise RuntimeError("the caller fails")
     assert not RetrievalTrace.objects.filter(public_id=trace.public_id).exists()
@@ -159,11 +163,17 @@ def test_a_failed_write_leaves_no_transaction_open_and_loses_nothing(cast):
     traces.write(first)
     duplicate = _trace(cast, query="second")
     duplicate.public_id = first.public_id
+    with CaptureQueriesContext(connection) as queries:
+        traces.write(_trace(cast, query="unflushed"))
+    # Its own transaction does not wait for its WAL flush: the setting goes with the insert.
+    [sent] = [q["sql"] for q in queries.captured_queries]
+    assert sent.startswith("SET LOCAL synchronous_commit TO off; INSERT INTO")
     with pytest.raises(IntegrityError):
         traces.write(duplicate)
     assert not connection.in_atomic_block
     assert connection.connection.info.transaction_status == TransactionStatus.IDLE
-    assert list(RetrievalTrace.objects.values_list("query", flat=True)) == ["first"]
+    assert sorted(RetrievalTrace.objects.values_list("query", flat=True)) == [
+        "first", "unflushed"]
     with connection.cursor() as cursor:  # the setting ended with the failed transaction
         cursor.execute("SHOW synchronous_commit")
         assert cursor.fetchone()[0] == "on"
