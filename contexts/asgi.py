@@ -25,10 +25,10 @@ wsgi_application = get_wsgi_application()
 from django.conf import settings  # noqa: E402
 from starlette.types import ASGIApp, Receive, Scope, Send  # noqa: E402
 
+from contexts import serving  # noqa: E402
 from contexts.mcp_server import MCP_PATH, build_application  # noqa: E402
-from contexts.retrieval import query_encoder  # noqa: E402
 
-query_encoder.warm()
+serving.prepare()
 
 
 class Router:

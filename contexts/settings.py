@@ -127,6 +127,9 @@ if WEB_THREADS < 1:
     from django.core.exceptions import ImproperlyConfigured
 
     raise ImproperlyConfigured(f"CONTEXTS_WEB_THREADS must be at least 1, not {WEB_THREADS}")
+# A web process collects young objects every this many allocations (0: Python's default of
+# 700); see contexts/serving.py.
+GC_THRESHOLD = env_int("CONTEXTS_GC_THRESHOLD", 20_000)
 
 TEMPLATES = [
     {

@@ -1,10 +1,12 @@
-"""Use counters: a retrieval counts its returned fragments in Redis (after the response), and
-the periodic flush folds them into the fragments — real Redis, real PostgreSQL."""
+"""Use counters: a retrieval counts its returned fragments in its process (after the response),
+the process pushes them to Redis at most once a second, and the periodic flush folds them into
+the fragments — real Redis, real PostgreSQL."""
 
 import pytest
 from django.conf import settings
 
 from contexts import usage
+from contexts.availability import cache_redis
 from contexts.models import Fragment
 from contexts.tasks import flush_use_counters
 from tests.api.conftest import as_token
@@ -56,3 +58,24 @@ def test_a_failed_flush_puts_the_counts_back(api, cast, world):
     assert usage.flush() == 1
     world.repo_limiter.refresh_from_db()
     assert world.repo_limiter.retrieved_count == 2
+
+
+def test_a_process_pushes_its_counts_to_redis_at_most_once_a_period(world, monkeypatch):
+    usage.flush()
+    in_redis = lambda: {int(pk): int(n) for pk, n in  # noqa: E731
+                        cache_redis().hgetall(usage.PENDING).items()}
+    limiter, other = world.repo_limiter.pk, world.org_note.pk
+    monkeypatch.setattr(usage, "PUSH_SECONDS", 60.0)
+    monkeypatch.setattr(usage, "_pushed_at", float("-inf"))  # a quiet process: at once
+    usage.count_retrievals([limiter])
+    assert in_redis() == {limiter: 1}
+    usage.count_retrievals([limiter, other])  # within the period: kept in the process
+    usage.count_retrievals([other])
+    assert in_redis() == {limiter: 1}
+    assert usage.pending() == {limiter: 2, other: 2}  # reading pushes this process's counts
+    assert in_redis() == {limiter: 2, other: 2}
+    usage.count_retrievals([other])
+    assert usage.flush() == 2  # the flush takes this process's counts too
+    world.repo_limiter.refresh_from_db()
+    assert world.repo_limiter.retrieved_count == 2
+    assert Fragment.objects.get(pk=other).retrieved_count == 3
