@@ -130,6 +130,15 @@ if WEB_THREADS < 1:
 # A web process collects young objects every this many allocations (0: Python's default of
 # 700); see contexts/serving.py.
 GC_THRESHOLD = env_int("CONTEXTS_GC_THRESHOLD", 20_000)
+# When a retrieval's trace row, use counts and metrics are written: "next-request" (queued,
+# run while this process's next retrieval waits for its query vector, or after 50 ms idle) or
+# "after-response" (in the response's close()); see contexts/api/after_response.py.
+DEFERRED_WRITES = env_str("CONTEXTS_DEFERRED_WRITES", "next-request")
+if DEFERRED_WRITES not in ("next-request", "after-response"):
+    from django.core.exceptions import ImproperlyConfigured
+
+    raise ImproperlyConfigured("CONTEXTS_DEFERRED_WRITES must be next-request or "
+                               f"after-response, not {DEFERRED_WRITES!r}")
 
 TEMPLATES = [
     {

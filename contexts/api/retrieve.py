@@ -14,7 +14,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from accounts.scopes import ScopeDenied, readable_scopes, retrieval_scopes
-from contexts.api.after_response import run_after_response
+from contexts.api.after_response import drain_for_request, run_after_response
 from contexts.api.early import early_embedding, started_embedding
 from contexts.api.schema import AUTH, BODY, errors
 from contexts.api.scoping import SCOPE_REFUSED, resolve_chain
@@ -154,15 +154,18 @@ def build_request(principal, data: dict) -> RetrievalRequest:
 
 def retrieve_for(principal, data: dict,
                  defer: Callable[[Callable[[], None]], None] | None = None,
-                 embedding: dense.QueryEmbedding | None = None) -> RetrievalResult:
+                 embedding: dense.QueryEmbedding | None = None,
+                 meanwhile: Callable[[], None] | None = None) -> RetrievalResult:
     """Validated API input → the bundle (REST and MCP). The query's embedding starts first
     (or earlier: ``embedding``) and runs in the query encoder while scopes are resolved; a
-    refused scope only wastes that forward pass. ``defer``: as in ``retrieve``."""
+    refused scope only wastes that forward pass. ``defer``, ``meanwhile``: as in
+    ``retrieve``."""
     if embedding is None or embedding.query != data["query"]:
         embedding = dense.QueryEmbedding(data["query"])
     request = build_request(principal, data)
     try:
-        return retrieve(request, principal=principal, embedding=embedding, defer=defer)
+        return retrieve(request, principal=principal, embedding=embedding, defer=defer,
+                        meanwhile=meanwhile)
     except ValueError as exc:  # e.g. a cross-encoder asked for but not configured
         raise ValidationError({"reranker": [str(exc)]}) from exc
 
@@ -183,8 +186,8 @@ def retrieve_view(request: Request) -> Response:
     data.is_valid(raise_exception=True)
     writes: list[Callable[[], None]] = []
     result = retrieve_for(request.user, data.validated_data, defer=writes.append,
-                          embedding=embedding)
+                          embedding=embedding, meanwhile=drain_for_request)
     response = Response(response_payload(result))
-    # The trace row and the use counters are written once the answer is on its way.
+    # The trace row, the use counters and the metrics are written once the answer is out.
     run_after_response(response, writes)
     return response

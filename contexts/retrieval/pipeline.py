@@ -79,14 +79,16 @@ def _statuses(request: RetrievalRequest) -> tuple[str, ...]:
 
 def retrieve(request: RetrievalRequest, *, principal: Any = None, record_trace: bool = True,
              embedding: dense.QueryEmbedding | None = None,
-             defer: Callable[[Callable[[], None]], None] | None = None) -> RetrievalResult:
+             defer: Callable[[Callable[[], None]], None] | None = None,
+             meanwhile: Callable[[], None] | None = None) -> RetrievalResult:
     """Retrieve, trace and count one request.
 
     ``embedding``: the query's embedding, already started by a caller that had other work to
     do first (the API resolves scopes meanwhile); started here otherwise. ``defer``: where to
     hand the writes the answer does not depend on (the trace row — its id is already in the
     result — the use counters and the metrics) so that they run after the response is sent;
-    without it they run before this returns.
+    without it they run before this returns. ``meanwhile``: other work to run while the query
+    vector is computed (the API runs earlier requests' deferred writes there).
     """
     timings: dict[str, float] = {}
     started = time.perf_counter()
@@ -111,6 +113,9 @@ def retrieve(request: RetrievalRequest, *, principal: Any = None, record_trace: 
     weights, persona_halflives = resolve_weights(request)
     pins = _pins(request) if request.include_pins else {}
 
+    if meanwhile is not None:
+        # Outside the row-level-security transaction: the work may write.
+        meanwhile()
     legs: dict[str, list[tuple[int, float]]] = {}
     degraded: dict[str, str] = {}
     with retrieval_scope(scope_ids):
