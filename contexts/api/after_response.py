@@ -42,9 +42,10 @@ from django.http import HttpResponseBase
 
 logger = logging.getLogger(__name__)
 
-MODES = ("next-request", "after-response")
 IDLE_SECONDS = 0.05  # how long queued work waits for a retrieval before the flusher runs it
 PER_REQUEST = 2      # queued batches a retrieval runs while it waits for its query vector
+# How long a trace read that misses waits for another process to write the row.
+READ_WAIT_SECONDS = 2 * IDLE_SECONDS
 
 Task = Callable[[], None]
 

@@ -144,12 +144,14 @@ def visible_trace(principal, trace_id: str) -> RetrievalTrace:
 
     trace = find()
     if trace is None and settings.DEFERRED_WRITES == "next-request":
-        # A retrieval's answer is sent before its trace row is written (queued in this
-        # process, or written by another within IDLE_SECONDS: contexts/api/after_response.py).
+        # A retrieval's answer is sent before its trace row is written: queued in this
+        # process, or written by another within IDLE_SECONDS (contexts/api/after_response.py).
         # Missing and unreadable traces wait alike, so the timing tells nothing of existence.
         after_response.drain()
-        time.sleep(2 * after_response.IDLE_SECONDS)
         trace = find()
+        if trace is None:
+            time.sleep(after_response.READ_WAIT_SECONDS)
+            trace = find()
     if trace is None:
         raise Http404
     return trace
