@@ -11,6 +11,7 @@ import time
 
 import pytest
 from django.http import HttpResponse
+from rest_framework.test import APIClient
 
 from contexts.api import after_response
 from contexts.api.after_response import run_after_response
@@ -62,6 +63,22 @@ def test_a_trace_read_finds_a_trace_whose_row_is_still_queued(api, cast, world, 
     assert missing.status_code == 404
 
 
+def test_missing_and_unreadable_traces_wait_alike(api, cast, world, next_request):
+    """A miss waits for another process's write; a trace of scopes the caller may not read
+    waits as long, so the answer's timing does not tell whether it exists."""
+    from accounts.tokens import create_token
+
+    trace_id = as_token(api, cast.raw_token).post(URL, BODY, format="json").json()["trace_id"]
+    after_response.drain()
+    assert stored(trace_id)
+    _, foreign = create_token(cast.other_org, "foreign", [cast.other_org.scope])
+    outsider = as_token(APIClient(), foreign)
+    for target in (trace_id, "tr_aaaaaaaaaaaaaa"):
+        started = time.monotonic()
+        assert outsider.get(f"/api/traces/{target}").status_code == 404
+        assert time.monotonic() - started >= after_response.READ_WAIT_SECONDS, target
+
+
 def test_a_retrieval_runs_at_most_its_share_of_the_queue(next_request):
     ran: list[int] = []
     for n in range(after_response.PER_REQUEST + 1):
@@ -100,18 +117,23 @@ def test_the_flusher_runs_what_no_retrieval_took(next_request, monkeypatch):
     assert after_response.pending() == 0
 
 
-def test_after_response_mode_runs_on_close_in_order_and_logs_a_failure(caplog, db) -> None:
-    # The suite's mode (tests/conftest.py). ``db``: closing a response sends request_finished,
-    # whose handler closes old database connections — refused without the fixture once an
-    # earlier test has opened one.
-    ran: list[str] = []
-
+def closing_tasks(ran: list[str]) -> HttpResponse:
+    """A response carrying three tasks, the middle one failing."""
     def boom() -> None:
         raise RuntimeError("database went away")
 
     response = HttpResponse("answer")
     run_after_response(response, [lambda: ran.append("trace"), boom,
                                   lambda: ran.append("counters")])
+    return response
+
+
+def test_after_response_mode_runs_on_close_in_order_and_logs_a_failure(caplog, db) -> None:
+    # The suite's mode (tests/conftest.py). ``db``: closing a response sends request_finished,
+    # whose handler closes old database connections — refused without the fixture once an
+    # earlier test has opened one.
+    ran: list[str] = []
+    response = closing_tasks(ran)
     assert ran == []  # nothing before the server is done with the response
     with caplog.at_level(logging.ERROR, logger="contexts.api.after_response"):
         response.close()
@@ -122,14 +144,7 @@ def test_after_response_mode_runs_on_close_in_order_and_logs_a_failure(caplog, d
 
 def test_next_request_mode_queues_on_close_and_logs_a_failure(caplog, db, next_request):
     ran: list[str] = []
-
-    def boom() -> None:
-        raise RuntimeError("database went away")
-
-    response = HttpResponse("answer")
-    run_after_response(response, [lambda: ran.append("trace"), boom,
-                                  lambda: ran.append("counters")])
-    response.close()
+    closing_tasks(ran).close()
     assert ran == [] and after_response.pending() == 1  # the worker is free at once
     with caplog.at_level(logging.ERROR, logger="contexts.api.after_response"):
         assert after_response.drain() == 1
