@@ -8,3 +8,6 @@ class ContextsConfig(AppConfig):
 
     def ready(self) -> None:
         from contexts import signals  # noqa: F401 - connects receivers
+        from contexts.ids import register_converters
+
+        register_converters()  # <pid:…> and friends, before any URLconf is imported

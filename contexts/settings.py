@@ -108,6 +108,8 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "contexts.availability.AvailabilityMiddleware",
+    # A malformed id in a query string or form field: 400 naming the field (contexts/ids.py).
+    "contexts.ids.InvalidIdMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",

@@ -77,9 +77,12 @@ def _refused_request(exc: SuspiciousOperation) -> exceptions.APIException:
 
 def exception_handler(exc: Exception, context: dict) -> Response | None:
     from contexts.availability import DATABASE_DOWN, DATABASE_DOWN_MESSAGE, ServiceUnavailable
+    from contexts.ids import InvalidId
 
     if isinstance(exc, Http404):
         exc = exceptions.NotFound()
+    elif isinstance(exc, InvalidId):  # a malformed id argument (contexts/ids.py)
+        exc = exceptions.ValidationError({exc.field: [exc.reason]})
     elif isinstance(exc, DATABASE_DOWN):
         # A lost connection (e.g. PostgreSQL restarting) is a retryable 503, not a 500; the
         # broken connection is discarded when the request ends.

@@ -22,6 +22,7 @@ from contexts.api.schema import AUTH, BODY, errors
 from contexts.api.scoping import refuse, resolve_in_org, resolve_org
 from contexts.api.throttling import AgentRateThrottle
 from contexts.api.validation import StrictSerializer
+from contexts.ids import parse_public_id
 from contexts.models import Fragment, FragmentKind, RetrievalTrace
 from contexts.services.errors import InvalidOperation
 from contexts.services.fragments import create_fragment
@@ -109,6 +110,8 @@ class FeedbackAcceptedSerializer(serializers.Serializer):
 
 
 def visible_fragment(principal, public_id: str) -> Fragment:
+    # From a URL the converter has checked it; from an MCP tool argument this is the check.
+    public_id = parse_public_id(public_id, "fragment_id")
     fragment = Fragment.objects.filter(public_id=public_id).first()
     if fragment is None or not set(fragment.scope_ids) & readable_scopes(principal):
         raise Http404
@@ -138,6 +141,8 @@ def feedback_view(request: Request, fragment_id: str) -> Response:
 
 def visible_trace(principal, trace_id: str) -> RetrievalTrace:
     """A trace is visible to whoever may read every scope it searched."""
+    trace_id = parse_public_id(trace_id, "trace_id")
+
     def find() -> RetrievalTrace | None:
         trace = RetrievalTrace.objects.filter(public_id=trace_id).first()
         return trace if trace and set(trace.scope_ids) <= readable_scopes(principal) else None

@@ -9,8 +9,8 @@ urlpatterns = [
     path("whoami", views.whoami, name="whoami"),
     path("contexts/retrieve", retrieve.retrieve_view, name="retrieve"),
     path("fragments", fragments.fragments_view, name="fragments"),
-    path("fragments/<str:fragment_id>/feedback", fragments.feedback_view, name="feedback"),
-    path("traces/<str:trace_id>", fragments.trace_view, name="trace"),
+    path("fragments/<pid:fragment_id>/feedback", fragments.feedback_view, name="feedback"),
+    path("traces/<pid:trace_id>", fragments.trace_view, name="trace"),
     path("sources", jobs.upload_sources, name="sources"),
-    path("jobs/<str:job_id>", jobs.job_detail, name="job-detail"),
+    path("jobs/<pid:job_id>", jobs.job_detail, name="job-detail"),
 ]

@@ -6,8 +6,8 @@ app_name = "governance"
 
 urlpatterns = [
     path("", views.dashboard, name="dashboard"),
-    path("nudges/<str:token>/<slug:answer>", views.nudge_answer, name="nudge-answer"),
-    path("fragments/<str:public_id>/chain", views.chain, name="chain"),
+    path("nudges/<signed:token>/<slug:answer>", views.nudge_answer, name="nudge-answer"),
+    path("fragments/<pid:public_id>/chain", views.chain, name="chain"),
     path("dedup/", views.dedup_review, name="dedup"),
     path("dedup/<int:pk>/decide", views.dedup_decide, name="dedup-decide"),
 ]

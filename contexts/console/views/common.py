@@ -11,6 +11,7 @@ from django.shortcuts import get_object_or_404
 
 from accounts.models import Organization, Scope
 from contexts.console.querysets import visible
+from contexts.ids import parse_public_id
 from contexts.models import Fragment
 
 PAGE_SIZE = 25
@@ -23,15 +24,17 @@ def get_org(request: HttpRequest, slug: str) -> Organization:
     return org
 
 
-def get_scope(request: HttpRequest, public_id: str) -> Scope:
+# The URL converters have already checked ids from paths; ``field`` names the form field or
+# query parameter an id came from otherwise (a malformed one is a 400 naming it).
+def get_scope(request: HttpRequest, public_id: str, field: str = "scope_id") -> Scope:
     return get_object_or_404(visible(request).scopes().select_related("org__scope"),
-                             public_id=public_id)
+                             public_id=parse_public_id(public_id, field))
 
 
-def get_fragment(request: HttpRequest, public_id: str) -> Fragment:
+def get_fragment(request: HttpRequest, public_id: str, field: str = "fragment_id") -> Fragment:
     return get_object_or_404(
         visible(request).fragments().select_related("owner", "scope", "org", "superseded_by"),
-        public_id=public_id)
+        public_id=parse_public_id(public_id, field))
 
 
 def paginate(request: HttpRequest, queryset, per_page: int = PAGE_SIZE) -> Page:

@@ -107,7 +107,7 @@ def _action_response(request: HttpRequest, fragment: Fragment, scope: Scope) -> 
 def _action_scope(request: HttpRequest, fragment: Fragment) -> Scope:
     """The scope a row action happens in: the list's (``scope``) or the fragment's home."""
     scope_id = request.POST.get("scope")
-    return get_scope(request, scope_id) if scope_id else fragment.scope
+    return get_scope(request, scope_id, "scope") if scope_id else fragment.scope
 
 
 def _invalid(request: HttpRequest, exc: InvalidOperation) -> HttpResponse:

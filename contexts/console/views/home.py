@@ -10,6 +10,7 @@ from django.views.decorators.http import require_GET
 
 from contexts.console.querysets import OPEN_NUDGE_STATES, visible
 from contexts.console.views.common import get_org, org_context
+from contexts.ids import parse_slug
 from contexts.models import FragmentStatus
 
 
@@ -30,7 +31,7 @@ def home(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_GET
 def switch_org(request: HttpRequest) -> HttpResponse:
-    slug = request.GET.get("org", "")
+    slug = parse_slug(request.GET.get("org", ""), "org")
     if not visible(request).orgs().filter(slug=slug).exists():
         raise Http404
     return redirect("console:org", slug=slug)

@@ -14,6 +14,7 @@ from contexts.console.forms import PinExpiryForm
 from contexts.console.querysets import visible
 from contexts.console.rendering import htmx_partial, render_page
 from contexts.console.views.common import get_fragment, get_scope, org_context
+from contexts.ids import parse_public_id
 from contexts.models import Pin
 from contexts.services.errors import InvalidOperation
 from contexts.services.pins import move_pin, pin_fragment, reorder_pins, unpin_fragment
@@ -94,7 +95,8 @@ def pin_expiry(request: HttpRequest, scope_id: str, fragment_id: str) -> HttpRes
 def pin_reorder(request: HttpRequest, scope_id: str) -> HttpResponse:
     """The drag-and-drop order (``order``: comma-separated fragment ids, every pin once)."""
     scope = get_scope(request, scope_id)
-    order = [item for item in request.POST.get("order", "").split(",") if item]
+    order = [parse_public_id(item, "order")
+             for item in request.POST.get("order", "").split(",") if item]
     try:
         reorder_pins(request.user, scope, order)
     except InvalidOperation as exc:
