@@ -26,6 +26,7 @@ from pathlib import Path
 
 PG_SYSTEM_USER = "embedded_postgres"  # postgres refuses to run as root
 PG_DATABASE = "contexts"
+AOF_FILE = "appendonly.aof"  # the embedded Redis's append-only file, in its data dir
 
 
 class EmbeddedServiceError(RuntimeError):
@@ -281,10 +282,17 @@ class EmbeddedRedis:
             )
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.binary.chmod(self.binary.stat().st_mode | stat.S_IXUSR)
+        # Append-only file: a queued or unacknowledged Celery message survives Redis being
+        # killed (an RDB snapshot every 60 s would lose the last minute). A data dir from before
+        # AOF has only dump.rdb, which Redis ignores when it starts with AOF on: start from the
+        # snapshot and switch AOF on at run time instead (_enable_aof).
+        upgrade = (self.data_dir / "dump.rdb").exists() and not (self.data_dir / AOF_FILE).exists()
         result = subprocess.run(
             [str(self.binary), "--port", str(self.port), "--bind", "127.0.0.1",
              "--daemonize", "yes", "--pidfile", str(self.pid_file), "--logfile", str(self.log),
-             "--dir", str(self.data_dir), "--save", "60 1", "--appendonly", "no"],
+             "--dir", str(self.data_dir), "--save", "60 1",
+             "--appendonly", "no" if upgrade else "yes", "--appendfilename", AOF_FILE,
+             "--appendfsync", "everysec"],
             capture_output=True, text=True, check=False,
         )
         if result.returncode or not _wait_for_port(self.port, 10):
@@ -292,7 +300,19 @@ class EmbeddedRedis:
         deadline = time.monotonic() + 5
         while self._pid() is None and time.monotonic() < deadline:
             time.sleep(0.05)
+        if upgrade:
+            self._enable_aof()
         return self.status()
+
+    def _enable_aof(self) -> None:
+        """Turn AOF on in a running server: Redis writes the whole dataset into the file."""
+        import redis
+
+        client = redis.Redis.from_url(self.url)
+        try:
+            client.config_set("appendonly", "yes")
+        finally:
+            client.close()
 
     def _log_tail(self) -> str:
         return self.log.read_text()[-2000:] if self.log.exists() else ""

@@ -286,6 +286,20 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
     "unacked_mutex_expire": 10,
 }
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
+# Leases on ingestion jobs (contexts/services/job_leases.py): a running job's worker stamps a
+# heartbeat every JOB_HEARTBEAT_SECONDS; a RUNNING job whose heartbeat is older than
+# JOB_LEASE_SECONDS and whose advisory lock nobody holds lost its worker and is re-queued, a
+# QUEUED one older than JOB_QUEUED_LEASE_SECONDS with no message in the broker too; a job
+# started JOB_MAX_ATTEMPTS times is marked failed instead. Beat runs the check every
+# CONTEXTS_JOB_REAP_SECONDS.
+JOB_HEARTBEAT_SECONDS = float(env_str("CONTEXTS_JOB_HEARTBEAT_SECONDS", "10"))
+JOB_LEASE_SECONDS = env_int("CONTEXTS_JOB_LEASE_SECONDS", 60)
+JOB_QUEUED_LEASE_SECONDS = env_int("CONTEXTS_JOB_QUEUED_LEASE_SECONDS", 600)
+JOB_MAX_ATTEMPTS = env_int("CONTEXTS_JOB_MAX_ATTEMPTS", 3)
+CELERY_BEAT_SCHEDULE = {
+    "jobs-reap-stale": {"task": "contexts.tasks.reap_stale_jobs",
+                        "schedule": float(env_int("CONTEXTS_JOB_REAP_SECONDS", 30))},
+}
 
 # --- Models and retrieval ----------------------------------------------------------------------
 # Nothing is downloaded at run time: the hub is offline, models come from paths or packages.

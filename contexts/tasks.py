@@ -19,6 +19,15 @@ def ingest(self, job_id: int) -> dict | None:
     return None if job is None else {"job": job.public_id, "state": job.state}
 
 
+@shared_task(ignore_result=True)
+def reap_stale_jobs() -> dict[str, list[str]]:
+    """Re-queue or fail jobs whose worker died (beat: ``jobs-reap-stale``; see
+    ``contexts.services.job_leases``)."""
+    from contexts.services.job_leases import reap_stale_jobs as reap
+
+    return reap()
+
+
 @shared_task(acks_late=True, **RETRY)
 def reindex(fragment_ids: list[int]) -> int:
     from contexts.indexing import reindex_fragments

@@ -51,6 +51,9 @@ class IngestionJob(PublicIdModel):
     attempts = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(default=timezone.now)
     started_at = models.DateTimeField(null=True, blank=True)
+    # Renewed by the worker while the job runs, and set when the job is re-queued: the lease
+    # that contexts/services/job_leases.py checks to find jobs whose worker or message is gone.
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:

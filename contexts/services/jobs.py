@@ -16,6 +16,7 @@ from accounts.models import Scope
 from contexts.ingestion.pipeline import Ingestor, Stats, Target
 from contexts.ingestion.sources import walk
 from contexts.models import Context, IngestionJob, JobState
+from contexts.services import job_leases
 from contexts.services.audit import record
 from contexts.services.errors import InvalidOperation
 from contexts.services.fragments import require
@@ -87,7 +88,11 @@ def run_job(job_id: int) -> IngestionJob | None:
             logger.info("job %s is running elsewhere; not starting it twice", job_id)
             return IngestionJob.objects.filter(pk=job_id).first()
     try:
-        return _run_job_locked(job_id)
+        if job_leases.give_up_if_exhausted(job_id):  # its worker died JOB_MAX_ATTEMPTS times
+            return IngestionJob.objects.filter(pk=job_id).first()
+        # The lease: job_leases.reap_stale_jobs re-queues a RUNNING job whose heartbeat stops.
+        with job_leases.heartbeat(job_id):
+            return _run_job_locked(job_id)
     finally:
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_advisory_unlock(%s, %s)", [JOB_LOCK_SPACE, job_id])

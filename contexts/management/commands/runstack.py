@@ -4,6 +4,11 @@ Starts the embedded services (unless external URLs are set), migrates, creates t
 organization and admin on first start, then runs gunicorn, a Celery worker and Celery beat as
 children. SIGINT or SIGTERM stops every child (each in its own process group, so grandchildren
 such as gunicorn workers go too) and then the embedded services: no orphans.
+
+A worker or beat that dies is started again after a back-off (1 s, 2 s, 4 s … 30 s; back to 1 s
+once it stayed up a minute), with a line saying so; web and the services stay up meanwhile. The
+dead worker's job is picked up again through its lease (``contexts/services/job_leases.py``).
+Only web dying (gunicorn already restarts its own workers) stops the stack.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 
 from django.conf import settings
 from django.core.management import call_command
@@ -21,6 +27,9 @@ from django.core.management.base import BaseCommand, CommandError
 from contexts.embedded import EmbeddedServiceError, EmbeddedStack
 
 STOP_TIMEOUT = 15.0
+RESTARTABLE = ("worker", "beat")
+BACKOFF_FIRST, BACKOFF_MAX = 1.0, 30.0
+STABLE_AFTER = 60.0  # seconds up after which a child's next death starts the back-off afresh
 
 
 class Command(BaseCommand):
@@ -33,7 +42,9 @@ class Command(BaseCommand):
 
     def handle(self, *args, port: int, host: str, no_demo: bool, **options) -> None:
         self._stopping = False
-        self.children: list[subprocess.Popen] = []
+        self.children: dict[str, subprocess.Popen] = {}
+        self.commands: dict[str, list[str]] = {}
+        self.supervision: dict[str, _Supervision] = {}
         stack = EmbeddedStack.from_settings()
         signal.signal(signal.SIGTERM, self._on_signal)
         signal.signal(signal.SIGINT, self._on_signal)
@@ -79,26 +90,55 @@ class Command(BaseCommand):
             "beat": [python, "-m", "celery", "-A", "contexts", "beat", "--loglevel", "INFO",
                      "--schedule", settings.CELERY_BEAT_SCHEDULE_FILENAME],
         }
-        for name, command in commands.items():
-            # Own process group: a terminal's Ctrl-C reaches us once, and we stop the children
-            # in order instead of racing their own signal handling.
-            self.children.append(subprocess.Popen(command, env=env, start_new_session=True))
-            self.stdout.write(f"started {name} (pid {self.children[-1].pid})")
+        self.env = env
+        self.commands = commands
+        for name in commands:
+            self._start(name)
+
+    def _start(self, name: str) -> None:
+        # Own process group: a terminal's Ctrl-C reaches us once, and we stop the children
+        # in order instead of racing their own signal handling.
+        child = subprocess.Popen(self.commands[name], env=self.env, start_new_session=True)
+        self.children[name] = child
+        state = self.supervision.setdefault(name, _Supervision())
+        state.started_at, state.restart_at = time.monotonic(), None
+        self.stdout.write(f"started {name} (pid {child.pid})")
 
     def _watch(self) -> None:
         while True:
-            for child in self.children:
-                if child.poll() is not None:
-                    raise CommandError(f"{child.args[2:4]} exited with {child.returncode}")
-            time.sleep(0.5)
+            now = time.monotonic()
+            for name, child in list(self.children.items()):
+                state = self.supervision[name]
+                if state.restart_at is not None:
+                    if now >= state.restart_at:
+                        self._start(name)
+                elif child.poll() is not None:
+                    if name not in RESTARTABLE:
+                        raise CommandError(f"{name} exited with {child.returncode}")
+                    self._schedule_restart(name, child, now)
+            time.sleep(0.2)
+
+    def _schedule_restart(self, name: str, child: subprocess.Popen, now: float) -> None:
+        # Its pool children die with it (Celery sets PDEATHSIG); the group kill makes sure, so
+        # no orphan keeps a job's database lock while the new worker starts.
+        _signal_group(child, signal.SIGKILL)
+        state = self.supervision[name]
+        if now - state.started_at >= STABLE_AFTER:
+            state.failures = 0
+        delay = min(BACKOFF_FIRST * 2 ** state.failures, BACKOFF_MAX)
+        state.failures += 1
+        state.restart_at = now + delay
+        self.stderr.write(
+            f"{name} (pid {child.pid}) {_exit_reason(child.returncode)}; restarting it in "
+            f"{delay:g} s (restart {state.failures} in a row). Web and the services stay up.")
 
     def _stop_children(self) -> None:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        for child in self.children:
+        for child in self.children.values():
             _signal_group(child, signal.SIGTERM)
         deadline = time.monotonic() + STOP_TIMEOUT
-        for child in self.children:
+        for child in self.children.values():
             try:
                 child.wait(timeout=max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
@@ -110,6 +150,21 @@ class Command(BaseCommand):
 
 class _Stop(Exception):
     pass
+
+
+@dataclass
+class _Supervision:
+    """Restart bookkeeping for one child."""
+
+    started_at: float = 0.0
+    failures: int = 0  # deaths in a row, each less than STABLE_AFTER after its start
+    restart_at: float | None = None  # when a dead child is due to start again
+
+
+def _exit_reason(returncode: int) -> str:
+    if returncode < 0:
+        return f"was killed by {signal.Signals(-returncode).name}"
+    return f"exited with code {returncode}"
 
 
 def _signal_group(child: subprocess.Popen, signum: int) -> None:
