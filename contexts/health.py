@@ -1,7 +1,17 @@
-"""``GET /healthz``: database (with pgvector), Redis and Celery, each checked for real."""
+"""Health endpoints.
+
+- ``GET /livez``: the process answers (no dependency is asked). Public.
+- ``GET /readyz``: the database answers ``SELECT 1``. Redis or a worker being down does not make
+  a node unready: it still serves retrievals and reads (writes answer 503 meanwhile, see
+  ``contexts.availability``). Public, and says nothing but ready or not: load balancers,
+  Compose and the Dockerfile's ``HEALTHCHECK`` use it.
+- ``GET /healthz``: database (with pgvector), Redis and Celery, each checked for real, with
+  versions, worker names and errors — for the operator only (``contexts.restricted``).
+"""
 
 from __future__ import annotations
 
+import logging
 import time
 
 from django.conf import settings
@@ -9,6 +19,10 @@ from django.db import connection
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
+
+from contexts.restricted import restricted
+
+logger = logging.getLogger(__name__)
 
 CELERY_PING_TIMEOUT = 2.0
 
@@ -56,6 +70,29 @@ CHECKS = {
 
 @never_cache
 @require_GET
+def livez(request: HttpRequest) -> JsonResponse:
+    return JsonResponse({"status": "ok"})
+
+
+@never_cache
+@require_GET
+def readyz(request: HttpRequest) -> JsonResponse:
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+            cursor.fetchone()
+    except Exception as exc:  # noqa: BLE001 - any failure means not ready; /healthz says which
+        # Terse on purpose: the reason (host, port, driver message) is for /healthz and logs.
+        logger.warning("readyz: the database does not answer: %s: %s", type(exc).__name__, exc)
+        response = JsonResponse({"status": "unavailable"}, status=503)
+        response["Retry-After"] = "5"
+        return response
+    return JsonResponse({"status": "ready"})
+
+
+@never_cache
+@require_GET
+@restricted
 def healthz(request: HttpRequest) -> JsonResponse:
     started = time.monotonic()
     components: dict[str, dict] = {}

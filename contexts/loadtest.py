@@ -51,7 +51,9 @@ def gunicorn(workers: int, *, asgi: bool = False, threads: int = 1,
     """
     listener = socket.create_server(("127.0.0.1", 0))
     port = listener.getsockname()[1]
-    app = (["contexts.asgi:application", "--worker-class", "uvicorn.workers.UvicornWorker"]
+    from contexts.serving import ASGI_WORKER_CLASS
+
+    app = (["contexts.asgi:application", "--worker-class", ASGI_WORKER_CLASS]
            if asgi else ["contexts.wsgi:application"])
     with listener:
         server = subprocess.Popen(

@@ -1,5 +1,8 @@
 """Prometheus metrics at ``/metrics``: per-stage retrieval latency and counters.
 
+Restricted to the operator (``contexts.restricted``, applied in ``contexts.urls``): scrape
+with the metrics token.
+
 With several web processes (gunicorn workers), set ``PROMETHEUS_MULTIPROC_DIR`` (``make run``
 does) so every process's samples are aggregated.
 """

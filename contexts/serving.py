@@ -11,6 +11,10 @@ from django.conf import settings
 
 from contexts.retrieval import query_encoder
 
+# gunicorn's worker class for ``contexts.asgi`` wherever it is served (runstack, the Docker
+# image, loadtest/bench): it decides which proxies' forwarded headers count (finding 7).
+ASGI_WORKER_CLASS = "contexts.web_worker.UvicornWorker"
+
 
 def prepare() -> None:
     query_encoder.warm()

@@ -39,6 +39,26 @@ def env_list(name: str, default: str = "") -> list[str]:
     return [item.strip() for item in env_str(name, default).split(",") if item.strip()]
 
 
+def env_networks(name: str, default: str = "") -> list[str]:
+    """Comma-separated addresses or CIDR networks, normalised (``10.0.0.1`` → ``10.0.0.1/32``).
+
+    A malformed entry stops the start: silently dropping it (or matching it as a literal, as
+    uvicorn does) would leave a proxy or a scraper quietly untrusted or trusted.
+    """
+    import ipaddress
+
+    from django.core.exceptions import ImproperlyConfigured
+
+    networks = []
+    for item in env_list(name, default):
+        try:
+            networks.append(str(ipaddress.ip_network(item, strict=False)))
+        except ValueError as exc:
+            raise ImproperlyConfigured(
+                f"{name}: {item!r} is not an IP address or CIDR network") from exc
+    return networks
+
+
 DEBUG = env_bool("DEBUG", False)
 VAR_DIR = Path(env_str("CONTEXTS_VAR_DIR", str(BASE_DIR / "var"))).resolve()
 
@@ -213,6 +233,13 @@ STORAGES = {
 MEDIA_ROOT = Path(env_str("MEDIA_ROOT", str(VAR_DIR / "media")))
 
 # --- Security (production values come from the environment) -----------------------------------
+# Reverse proxies (addresses or CIDR networks) whose X-Forwarded-For names the client. Empty:
+# nobody's — the client is the TCP peer, whatever headers it sends (contexts/client_address.py).
+TRUSTED_PROXIES = env_networks("CONTEXTS_TRUSTED_PROXIES")
+# Who may read /metrics and /healthz's details besides superusers and the metrics token
+# (contexts/restricted.py): client addresses or CIDR networks. Empty: nobody by address.
+METRICS_ALLOW = env_networks("CONTEXTS_METRICS_ALLOW")
+METRICS_TOKEN = env_str("CONTEXTS_METRICS_TOKEN")
 SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", False)
 SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", False)
 CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", False)

@@ -3,8 +3,9 @@ from django.contrib.auth.views import redirect_to_login
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
-from contexts.health import healthz
+from contexts.health import healthz, livez, readyz
 from contexts.metrics import metrics_view
+from contexts.restricted import restricted
 
 handler400 = "contexts.api.errors.handler400"
 handler403 = "contexts.api.errors.handler403"
@@ -12,8 +13,11 @@ handler404 = "contexts.api.errors.handler404"
 handler500 = "contexts.api.errors.handler500"
 
 urlpatterns = [
+    path("livez", livez, name="livez"),
+    path("readyz", readyz, name="readyz"),
     path("healthz", healthz, name="healthz"),
-    path("metrics", metrics_view, name="metrics"),
+    # Every organization's traffic together: the operator's (contexts/restricted.py).
+    path("metrics", restricted(metrics_view), name="metrics"),
     # One login form, the console's rate-limited one: the admin's own would be a second,
     # unthrottled place to guess passwords.
     path("admin/login/", lambda request: redirect_to_login(

@@ -24,6 +24,7 @@ from contexts.api.throttling import AgentRateThrottle
 from contexts.api.validation import StrictSerializer
 from contexts.ids import parse_public_id
 from contexts.models import Fragment, FragmentKind, RetrievalTrace
+from contexts.retrieval import degraded as degraded_legs
 from contexts.services.errors import InvalidOperation
 from contexts.services.fragments import create_fragment
 
@@ -194,5 +195,5 @@ def trace_view(request: Request, trace_id: str) -> Response:
         "parameters": trace.parameters,
         "reranker": trace.reranker, "candidates": trace.candidates,
         "returned": trace.returned, "versions": trace.versions,
-        "timings_ms": trace.timings_ms, "degraded": trace.degraded,
+        "timings_ms": trace.timings_ms, "degraded": degraded_legs.public(trace.degraded),
     })

@@ -88,8 +88,8 @@ class RetrieveResponseSerializer(serializers.Serializer):
     tokens_used = serializers.IntegerField()
     degraded = serializers.DictField(
         child=serializers.CharField(),
-        help_text="leg → why it did not run (e.g. the lexical index is missing and the answer "
-                  "came from the dense leg alone); empty when every leg ran")
+        help_text="leg → a stable code saying why it did not run (`lexical_index_unavailable`: "
+                  "the answer came from the dense leg alone); empty when every leg ran")
 
 
 def fragment_payload(item: ComposedFragment) -> dict:

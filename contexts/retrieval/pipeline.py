@@ -30,6 +30,7 @@ from contexts.metrics import observe_retrieval
 from contexts.models import Fragment, RetrievalTrace
 from contexts.models.traces import stage_table
 from contexts.retrieval import compose, dense, fuse, lexical
+from contexts.retrieval.degraded import lexical_code
 from contexts.retrieval.rerank import NoReranker, get_reranker
 from contexts.retrieval.types import (
     TRACE_COLUMNS,
@@ -126,8 +127,11 @@ def retrieve(request: RetrievalRequest, *, principal: Any = None, record_trace: 
             except Exception as exc:  # noqa: BLE001 - any index failure: answer from dense
                 # The index is derived data (rebuild_index restores it); PostgreSQL still
                 # answers, so the request is served from the dense leg and says so.
-                logger.warning("lexical leg failed for org %s: %s", request.org_id, exc)
-                degraded["lexical"] = f"{type(exc).__name__}: {exc}"[:500]
+                # The details (index path, organization) are for the operator's log; the
+                # caller gets a stable code (contexts/retrieval/degraded.py).
+                logger.warning("lexical leg failed for org %s: %s: %s", request.org_id,
+                               type(exc).__name__, exc)
+                degraded["lexical"] = lexical_code(exc)
                 lexical_future = None
         # Read the rows tantivy and the pins name while the query vector is still on its way.
         rows_started = time.perf_counter()

@@ -60,7 +60,8 @@ def stack(services, django_db_setup, tmp_path_factory) -> Iterator[Stack]:
     root = tmp_path_factory.mktemp("mcp")
     index_dir = root / "index"
     env = {**services.env(), "CONTEXTS_INDEX_DIR": str(index_dir),
-           "STATIC_ROOT": str(root / "static")}
+           "STATIC_ROOT": str(root / "static"),
+           "CONTEXTS_METRICS_ALLOW": "127.0.0.1"}  # /healthz's details, for the test below
     subprocess.run([sys.executable, "manage.py", "collectstatic", "--noinput", "-v0"],
                    cwd=ROOT, env=env, check=True, timeout=300)
     # uvicorn inherits a socket already bound here (--fd): no window in which another process

@@ -231,10 +231,12 @@ def test_as_of_in_the_future_is_fine(api, cast, world):
                as_of=future).status_code == 200
 
 
-def test_metrics_expose_per_stage_latency(api, client, cast, world):
+def test_metrics_expose_per_stage_latency(api, client, cast, world, settings):
     api.force_authenticate(cast.viewer)
     ask(api, "rate limiter", {"org_id": "acme", "repo_id": "web"})
-    text = client.get("/metrics").content.decode()
+    settings.METRICS_TOKEN = "scrape-" + "s" * 32  # /metrics is the operator's
+    text = client.get("/metrics",
+                      HTTP_AUTHORIZATION=f"Bearer {settings.METRICS_TOKEN}").content.decode()
     assert 'contexts_retrieve_stage_seconds_bucket{le="0.1",stage="dense"}' in text
     assert "contexts_retrievals_total" in text
 

@@ -1,8 +1,17 @@
-"""/healthz talks to the real database, Redis and a real Celery worker."""
+"""/healthz talks to the real database, Redis and a real Celery worker.
+
+It is the operator's (contexts/restricted.py): these tests ask from an allow-listed address;
+tests/security/test_redteam_9_internals.py covers who is refused.
+"""
 
 import pytest
 
 pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(autouse=True)
+def operator(settings) -> None:
+    settings.METRICS_ALLOW = ["127.0.0.1/32"]  # the test client's REMOTE_ADDR
 
 
 def test_it_reports_everything_ok_with_a_worker(client, celery_worker):

@@ -4,7 +4,8 @@ Guessing passwords through the form costs one Redis counter per (address, userna
 window, the same atomic counter the API's per-token throttle uses: after
 ``LOGIN_FAILURE_LIMIT`` failures within ``LOGIN_FAILURE_WINDOW_SECONDS`` the form answers 429 —
 even to the right password, so the guessing cannot go on — until the window ends. The address is
-``REMOTE_ADDR``, never a forwarded header a client could set to dodge the limit.
+:func:`contexts.client_address.client_address`: the TCP peer, or what a configured proxy
+forwarded — never a header a client could set to dodge the limit.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from django.http import HttpRequest, HttpResponse
 
 from contexts.api.throttling import AgentRateThrottle
 from contexts.availability import redis_call
+from contexts.client_address import client_address
 
 
 class LoginFailureThrottle(AgentRateThrottle):
@@ -36,7 +38,7 @@ class LoginFailureThrottle(AgentRateThrottle):
 
     def get_cache_key(self, request, view) -> str:
         ident = hashlib.sha256(
-            f"{request.META.get('REMOTE_ADDR', '')}|{self.username}".encode()).hexdigest()
+            f"{client_address(request)}|{self.username}".encode()).hexdigest()
         return self.cache_format % {"scope": self.scope, "ident": ident}
 
     def locked(self, request: HttpRequest) -> bool:

@@ -16,6 +16,7 @@ from contexts.console.querysets import visible
 from contexts.console.rendering import render_page
 from contexts.console.scores import with_bars
 from contexts.console.views.common import get_org, org_context, paginate
+from contexts.retrieval import degraded as degraded_legs
 
 
 @login_required
@@ -63,4 +64,5 @@ def trace_detail(request: HttpRequest, trace_id: str) -> HttpResponse:
                   for key, value in sorted(trace.parameters.items())]
     return render(request, "console/trace_detail.html", {
         **org_context(request, trace.org, "traces"), "trace": trace, "scopes": scopes,
-        "candidates": candidates, "parameters": parameters})
+        "candidates": candidates, "parameters": parameters,
+        "degraded": degraded_legs.public(trace.degraded)})

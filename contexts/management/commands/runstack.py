@@ -25,6 +25,7 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
 from contexts.embedded import EmbeddedServiceError, EmbeddedStack
+from contexts.serving import ASGI_WORKER_CLASS
 
 STOP_TIMEOUT = 15.0
 RESTARTABLE = ("worker", "beat")
@@ -59,7 +60,7 @@ class Command(BaseCommand):
             call_command("bootstrap", demo=not no_demo)
             self._spawn_children(host, port)
             self.stdout.write(self.style.SUCCESS(
-                f"\nContexts is running at http://{host}:{port}/  (health: /healthz, "
+                f"\nContexts is running at http://{host}:{port}/  (health: /readyz, "
                 f"API docs: /api/docs/). Press Ctrl-C to stop.\n"
             ))
             self._watch()
@@ -81,7 +82,7 @@ class Command(BaseCommand):
         commands = {
             # ASGI (uvicorn workers): /mcp is the MCP SDK's Streamable HTTP app, next to Django.
             "web": [python, "-m", "gunicorn", "contexts.asgi:application",
-                    "--worker-class", "uvicorn.workers.UvicornWorker", "--bind",
+                    "--worker-class", ASGI_WORKER_CLASS, "--bind",
                     f"{host}:{port}", "--workers", os.environ.get("WEB_CONCURRENCY", "2"),
                     "--access-logfile", "-", "--graceful-timeout", "5"],
             "worker": [python, "-m", "celery", "-A", "contexts", "worker", "--loglevel", "INFO",
