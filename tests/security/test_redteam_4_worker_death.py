@@ -17,6 +17,7 @@ killed with SIGKILL, a Redis server killed and started again.
 from __future__ import annotations
 
 import http.client
+import json
 import os
 import random
 import signal
@@ -34,9 +35,10 @@ from django.urls import reverse
 from kombu import Connection
 
 from accounts.permissions import SYSTEM
+from contexts.celery import app
 from contexts.embedded import EmbeddedRedis, free_port
 from contexts.models import Fragment, IngestionJob, JobState
-from contexts.services.job_leases import reap_stale_jobs
+from contexts.services.job_leases import pending_job_ids, reap_stale_jobs
 from contexts.services.jobs import create_job, enqueue
 from tests.conftest import ROOT, start_worker, stop_worker
 from tests.factories import OrganizationFactory, RepositoryFactory, UserFactory
@@ -269,6 +271,27 @@ def test_a_job_whose_worker_keeps_dying_fails_with_a_reason(settings):
     assert report["failed"] == [job.public_id] and report["requeued"] == []
     assert job.state == JobState.FAILED and job.finished_at is not None
     assert "stopped 3 times" in job.errors[-1]["reason"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_queued_job_whose_message_is_gone_is_published_again(services, settings):
+    """Redis lost the message (or publishing failed): past its queued lease the job is
+    published again — once, since the broker then holds a message for it."""
+    settings.JOB_QUEUED_LEASE_SECONDS = 0
+    repo = RepositoryFactory(org=OrganizationFactory())
+    job = IngestionJob.objects.create(org=repo.org, scope=repo.scope, source="/nowhere")
+    client = redis.Redis.from_url(app.conf.broker_url)
+    try:
+        assert job.pk not in pending_job_ids()
+        assert reap_stale_jobs()["republished"] == [job.public_id]
+        assert job.pk in pending_job_ids()
+        assert reap_stale_jobs()["republished"] == []  # its message is there now
+    finally:
+        for entry in client.lrange(app.conf.task_default_queue, 0, -1):
+            if json.loads(entry)["headers"].get("argsrepr") == f"({job.pk},)":
+                client.lrem(app.conf.task_default_queue, 1, entry)  # no worker should run it
+        assert job.pk not in pending_job_ids()
+        client.close()
 
 
 # --- the embedded Redis keeps an unacknowledged message across a kill -9 ------------------------
