@@ -61,11 +61,27 @@ class SystemPrincipal:
 SYSTEM = SystemPrincipal()
 
 
+class OnBehalfOf:
+    """A person acting through a right the product granted for one task rather than through a
+    role — the owner of a fragment answering its staleness nudge (governance decides who may
+    answer). It may act like :data:`SYSTEM`, and versions and audit events record the person."""
+
+    is_authenticated = False
+    is_superuser = False
+    pk = None
+
+    def __init__(self, user: AbstractBaseUser) -> None:
+        self.user = user
+
+    def __repr__(self) -> str:
+        return f"<{self.user.get_username()} by delegation>"
+
+
 def may(principal: Any, action: str, scope: Scope) -> bool:
     """Whether ``principal`` may perform ``action`` in ``scope``."""
     if action not in ACTIONS:
         raise ValueError(f"unknown action {action!r}")
-    if principal is SYSTEM:
+    if principal is SYSTEM or isinstance(principal, OnBehalfOf):
         return True
     if scope.id not in readable_scopes(principal):
         return False
@@ -94,4 +110,6 @@ def may(principal: Any, action: str, scope: Scope) -> bool:
 
 def principal_user(principal: Any) -> AbstractBaseUser | None:
     """The human behind a principal (None for agent tokens and anonymous callers)."""
+    if isinstance(principal, OnBehalfOf):
+        return principal.user
     return principal if isinstance(principal, AbstractBaseUser) and principal.pk else None

@@ -372,15 +372,20 @@ DEFAULT_WEIGHTS = {"w_r": 0.7, "w_f": 0.15, "w_c": 0.1, "w_p": 0.05}
 FRESHNESS_HALFLIFE_DAYS = {"policy": 365.0, "default": 90.0}
 LEXICAL_INDEX_DIR = Path(env_str("CONTEXTS_INDEX_DIR", str(VAR_DIR / "index")))
 INGEST_MAX_FILE_BYTES = env_int("CONTEXTS_INGEST_MAX_FILE_BYTES", 1_000_000)
+# Directories under which superusers may ingest server paths from the console; empty: nobody
+# may (the CLI is unaffected). See contexts/ingestion/server_paths.py.
+INGEST_ROOTS = env_list("CONTEXTS_INGEST_ROOTS")
 INGEST_EMBED_BATCH_CHUNKS = env_int("CONTEXTS_INGEST_BATCH", 256)
 
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "filters": {"terse_refusals": {"()": "contexts.logfilters.TerseRefusals"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
-    "loggers": {"django.db.backends": {"level": "WARNING"}},
+    "loggers": {"django.db.backends": {"level": "WARNING"},
+                "django.request": {"filters": ["terse_refusals"]}},
 }
 
 # --- Governance (staleness, nudges, dedup review, authority, re-embedding) ---------------------

@@ -11,7 +11,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import serializers, status
 from rest_framework.decorators import api_view, parser_classes
-from rest_framework.exceptions import ValidationError
+from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.parsers import MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -19,7 +19,7 @@ from rest_framework.response import Response
 from accounts.permissions import may, principal_user
 from accounts.scopes import readable_scopes
 from contexts.api.schema import AUTH, BODY, errors
-from contexts.api.scoping import refuse, resolve_in_org, resolve_org
+from contexts.api.scoping import resolve_in_org, resolve_org
 from contexts.api.validation import StrictSerializer
 from contexts.ingestion.sources import INGESTIBLE_SUFFIXES
 from contexts.models import Context, IngestionJob
@@ -29,6 +29,8 @@ from contexts.services.jobs import create_job, enqueue, save_uploads
 # Django refuses more file parts than this before the serializer runs (TooManyFilesSent, a 400
 # naming "files"); the schema's maxItems says the same.
 MAX_UPLOAD_FILES = settings.DATA_UPLOAD_MAX_NUMBER_FILES or 200
+CURATE_REFUSED = ("you may not add knowledge to this scope (curators, tech leads and "
+                  "administrators can; agent tokens write only into sessions)")
 
 
 class JobSerializer(serializers.ModelSerializer):
@@ -41,8 +43,8 @@ class JobSerializer(serializers.ModelSerializer):
         model = IngestionJob
         fields = ["id", "org", "scope", "source_kind", "state", "progress", "files_total",
                   "files_done", "fragments_created", "fragments_updated", "fragments_unchanged",
-                  "fragments_retired", "duplicates_collapsed", "errors", "skipped", "attempts",
-                  "created_at", "started_at", "finished_at"]
+                  "fragments_retired", "duplicates_collapsed", "errors", "skipped", "warnings",
+                  "attempts", "created_at", "started_at", "finished_at"]
 
 
 @extend_schema_field(OpenApiTypes.BINARY)
@@ -91,7 +93,9 @@ def upload_sources(request: Request) -> Response:
         if context is None:
             raise ValidationError({"context": ["no such context in this organization"]})
     if not may(request.user, "curate", target.scope):
-        raise refuse()
+        # The caller may name this scope (resolve_* refused it otherwise), so saying it exists
+        # reveals nothing; what is missing is the right to write.
+        raise PermissionDenied(CURATE_REFUSED)
     with transaction.atomic():
         try:
             job = create_job(request.user, target.scope, "", source_kind="upload",

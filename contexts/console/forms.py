@@ -144,8 +144,12 @@ class MultipleFileField(forms.FileField):
 
     def clean(self, data, initial=None):
         single = super().clean
-        if isinstance(data, list | tuple):
+        # Django drops a file part it cannot name (``..``, ``.``): an empty list is "no file",
+        # refused as required, not an empty job.
+        if isinstance(data, list | tuple) and data:
             return [single(item, initial) for item in data]
+        if isinstance(data, list | tuple):
+            data = None
         return [single(data, initial)]
 
 

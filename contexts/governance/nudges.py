@@ -38,7 +38,7 @@ from django.template.loader import render_to_string
 from django.urls import reverse
 
 from accounts.models import Membership, Organization, Role
-from accounts.permissions import SYSTEM, may
+from accounts.permissions import OnBehalfOf, may
 from contexts.governance.clock import resolve
 from contexts.models import Fragment, FragmentStatus, FragmentVersion, Nudge
 from contexts.models.governance import NudgeAnswer, NudgeState
@@ -85,9 +85,14 @@ def is_lead(user: AbstractBaseUser, org_id: int) -> bool:
 
 
 def may_answer(user: Any, nudge: Nudge) -> bool:
+    """Superusers; the nudge's addressee or the fragment's owner while they may still read the
+    fragment (a link outlives a membership); tech leads and curators of the scope."""
     if not isinstance(user, AbstractBaseUser) or not user.is_active:
         return False
-    if user.is_superuser or user.pk in (nudge.owner_id, nudge.fragment.owner_id):
+    if user.is_superuser:
+        return True
+    if user.pk in (nudge.owner_id, nudge.fragment.owner_id) and may(
+            user, "view", nudge.fragment.scope):
         return True
     # Tech leads answer escalations; curators may settle any question about their scope.
     return is_lead(user, nudge.fragment.org_id) or may(user, "curate", nudge.fragment.scope)
@@ -330,7 +335,8 @@ def answer_nudge(user: AbstractBaseUser, nudge: Nudge, answer: str, new_owner=No
             raise NudgeAlreadyAnswered(nudge)
         if not may_answer(user, nudge):
             raise PermissionDenied("only the owner or a tech lead may answer this nudge")
-        principal = user if may(user, "curate", fragment.scope) else SYSTEM
+        # An owner who is not a curator answers by the owner's right: recorded as themselves.
+        principal = user if may(user, "curate", fragment.scope) else OnBehalfOf(user)
         if answer == NudgeAnswer.STILL_ACCURATE:
             Fragment.objects.filter(pk=fragment.pk).update(verified_at=now)
             audit.record(user, "fragment.verify", fragment,

@@ -30,7 +30,7 @@ from django.db.models import Count
 from django.utils import timezone
 
 from accounts.models import Organization, Repository, Scope
-from accounts.permissions import SYSTEM
+from accounts.permissions import SYSTEM, may
 from contexts import indexing
 from contexts.ingestion.chunk import CHUNKER_VERSION, chunk
 from contexts.ingestion.normalize import normalize
@@ -54,6 +54,8 @@ logger = logging.getLogger(__name__)
 UID_NAMESPACE = uuid.UUID("6f1c3a52-8a43-4c1e-9a57-2f0c8e7b9d10")
 NEAR_DUPLICATE_DISTANCE = 3
 FRONT_MATTER_KINDS = {"adr", "runbook", "policy", "negative", "session-summary"}
+OWNER_NOT_HONOURED = ("owner {name!r} in front matter is not a curator of this scope; the "
+                      "fragments keep the job's owner")
 
 
 @dataclass
@@ -77,6 +79,7 @@ class Stats:
     duplicates: int = 0
     errors: list[dict] = field(default_factory=list)
     skipped: list[dict] = field(default_factory=list)
+    warnings: list[dict] = field(default_factory=list)
     touched: set[int] = field(default_factory=set)
     chunk_tokens: list[int] = field(default_factory=list)
     encode_seconds: float = 0.0
@@ -472,13 +475,24 @@ class Ingestor:
         return FragmentKind.CODE if chunk_.namespace == "code" else FragmentKind.PROSE
 
     def _owner(self, doc: NormalizedDocument):
+        """The front matter's ``owner:`` if that person may curate the target scope, else the
+        uploader. An owner is e-mailed the fragment and may edit it from a nudge link, so a name
+        outside the organization must not be honoured; the warning reads the same whether the
+        name exists or not (no username oracle across tenants)."""
         username = str(doc.front_matter.get("owner") or "").strip()
         if not username:
             return self.target.default_owner
         if username not in self._owners:
-            self._owners[username] = get_user_model().objects.filter(
-                username=username, is_active=True).first()
-        return self._owners[username] or self.target.default_owner
+            user = get_user_model().objects.filter(username=username, is_active=True).first()
+            self._owners[username] = (
+                user if user is not None and may(user, "curate", self.target.scope) else None)
+        owner = self._owners[username]
+        if owner is None:
+            warning = {"path": doc.path, "reason": OWNER_NOT_HONOURED.format(name=username[:150])}
+            if warning not in self.stats.warnings:
+                self.stats.warnings.append(warning)
+            return self.target.default_owner
+        return owner
 
     # -- removals and citation links ------------------------------------------------------------
     def _prune(self) -> None:

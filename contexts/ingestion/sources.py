@@ -16,6 +16,7 @@ from pathlib import Path
 import pathspec
 
 from contexts.ingestion.normalize import is_generated, is_probably_binary
+from contexts.ingestion.server_paths import Unsafe, is_protected, read_beneath
 
 SKIP_DIRS = frozenset({
     ".git", ".hg", ".svn", "node_modules", "vendor", "third_party", "third-party", ".venv",
@@ -97,7 +98,11 @@ def git_metadata(root: Path) -> dict[str, tuple[str, dt.datetime]]:
 
 
 def walk(root: Path, *, max_bytes: int) -> Iterator[SourceFile | Skipped]:
-    """Every file under ``root`` in a stable order: a SourceFile to ingest or why it is not."""
+    """Every file under ``root`` in a stable order: a SourceFile to ingest or why it is not.
+
+    Nothing outside ``root`` is read (links leaving it are skipped, see
+    :func:`~contexts.ingestion.server_paths.read_beneath`), nor the instance's own data
+    directories inside it."""
     root = root.resolve()
     if root.is_file():
         yield from _one(root.parent, root, max_bytes, {})
@@ -114,6 +119,9 @@ def walk(root: Path, *, max_bytes: int) -> Iterator[SourceFile | Skipped]:
             rel = f"{rel_dir}/{name}" if rel_dir != "." else name
             if name in SKIP_DIRS:
                 yield Skipped(rel + "/", "vendored, build or tool directory")
+                continue
+            if is_protected(directory / name):
+                yield Skipped(rel + "/", "the instance's own data")
                 continue
             if name.startswith(".") or any(s.match_file(rel + "/") for s in specs):
                 continue
@@ -141,14 +149,13 @@ def _one(root: Path, file: Path, max_bytes: int,
     if file.suffix.lower() not in INGESTIBLE_SUFFIXES and file.stem not in INGESTIBLE_NAMES:
         return  # not a format we ingest at all: not worth a line in the report
     try:
-        size = file.stat().st_size
+        raw = read_beneath(root, file, max_bytes)
+    except (Unsafe, ValueError) as exc:  # a link out of the root, a FIFO, too large
+        yield Skipped(rel, str(exc))
+        return
     except OSError as exc:
         yield Skipped(rel, f"unreadable: {exc.strerror}")
         return
-    if size > max_bytes:
-        yield Skipped(rel, f"too large: {size} bytes > limit {max_bytes}")
-        return
-    raw = file.read_bytes()
     if is_probably_binary(raw):
         yield Skipped(rel, "binary content")
         return

@@ -48,6 +48,8 @@ class IngestionJob(PublicIdModel):
     duplicates_collapsed = models.PositiveIntegerField(default=0)
     errors = models.JSONField(default=list, blank=True)
     skipped = models.JSONField(default=list, blank=True)
+    # Files ingested, but not quite as written (e.g. an owner in front matter not honoured).
+    warnings = models.JSONField(default=list, blank=True)
     attempts = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(default=timezone.now)
     started_at = models.DateTimeField(null=True, blank=True)

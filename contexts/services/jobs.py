@@ -13,6 +13,8 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from accounts.models import Scope
+from accounts.permissions import SYSTEM
+from contexts.ingestion import server_paths
 from contexts.ingestion.pipeline import Ingestor, Stats, Target
 from contexts.ingestion.sources import walk
 from contexts.models import Context, IngestionJob, JobState
@@ -28,12 +30,17 @@ JOB_LOCK_SPACE = 7301  # advisory-lock namespace for ingestion jobs
 
 def create_job(principal: Any, scope: Scope, source: str, *, source_kind: str = "path",
                context: Context | None = None, owner=None, created_by=None) -> IngestionJob:
+    """A queued job. A ``path`` source is checked by :mod:`~contexts.ingestion.server_paths`:
+    any path for the operator (``SYSTEM``), superusers under the ingest roots otherwise."""
+    operator = principal is SYSTEM
+    if source_kind == "path" and not operator:
+        server_paths.require_path_right(principal)
     require(principal, "curate", scope)
     if scope.kind not in ("org", "repo", "persona", "session"):
         raise InvalidOperation("fragments are ingested into an organization, repository, "
                                "persona or session", field="scope")
-    if source_kind == "path" and not Path(source).exists():
-        raise InvalidOperation(f"no such file or directory: {source}", field="path")
+    if source_kind == "path":
+        source = str(server_paths.check_server_path(source, operator=operator))
     if context is not None and context.org_id != scope.org_id:
         raise InvalidOperation("the context belongs to another organization", field="context")
     job = IngestionJob.objects.create(
@@ -48,7 +55,7 @@ def create_job(principal: Any, scope: Scope, source: str, *, source_kind: str = 
 
 def save_uploads(job: IngestionJob, files: Iterable[Any]) -> None:
     """Store uploaded files under MEDIA_ROOT/uploads/<job>/ and make that the job's source."""
-    folder = Path(settings.MEDIA_ROOT) / "uploads" / job.public_id
+    folder = upload_folder(job)
     folder.mkdir(parents=True, exist_ok=True)
     for upload in files:
         with open(folder / Path(upload.name).name, "wb") as out:
@@ -116,6 +123,7 @@ def _run_job_locked(job_id: int) -> IngestionJob | None:
             IngestionJob.objects.filter(pk=job_id).update(**_counters(stats))
 
     try:
+        _check_source(job)
         files = list(walk(Path(job.source), max_bytes=settings.INGEST_MAX_FILE_BYTES))
         IngestionJob.objects.filter(pk=job_id).update(
             files_total=sum(1 for f in files if not hasattr(f, "reason")))
@@ -126,15 +134,31 @@ def _run_job_locked(job_id: int) -> IngestionJob | None:
         stats = ingestor.run(files)
     except Exception as exc:
         logger.exception("ingestion job %s failed", job.public_id)
+        # The job's server path is for superusers' eyes; the reason must not carry it either.
+        reason = f"{type(exc).__name__}: {exc}".replace(job.source, "<source>")
         IngestionJob.objects.filter(pk=job_id).update(
             state=JobState.FAILED, finished_at=timezone.now(),
-            errors=[*job.errors, {"path": job.source, "reason": f"{type(exc).__name__}: {exc}"}])
+            errors=[*job.errors, {"path": "", "reason": reason}])
         raise
     IngestionJob.objects.filter(pk=job_id).update(
         state=JobState.DONE, finished_at=timezone.now(), **_counters(stats))
     job.refresh_from_db()
     job.stats = stats  # for callers that report chunk statistics
     return job
+
+
+def upload_folder(job: IngestionJob) -> Path:
+    return Path(settings.MEDIA_ROOT) / "uploads" / job.public_id
+
+
+def _check_source(job: IngestionJob) -> None:
+    """Again at run time, whatever wrote the row: an upload reads its own folder only, a path
+    never the instance's own data."""
+    if job.source_kind == "upload":
+        if Path(job.source) != upload_folder(job):
+            raise server_paths.PathRefused("an upload job reads only its own upload folder")
+    elif server_paths.is_protected(Path(job.source)):
+        raise server_paths.PathRefused(server_paths.PROTECTED)
 
 
 def _counters(stats: Stats) -> dict:
@@ -147,4 +171,5 @@ def _counters(stats: Stats) -> dict:
         "duplicates_collapsed": stats.duplicates,
         "errors": stats.errors,
         "skipped": stats.skipped,
+        "warnings": stats.warnings,
     }

@@ -8,6 +8,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 
 from contexts.models import IngestionJob
 from tests.console.conftest import client_for, htmx_to
+from tests.factories import UserFactory
 
 
 @pytest.fixture(autouse=True)
@@ -54,16 +55,18 @@ def test_viewers_cannot_upload(cast):
     assert response.status_code == 400 and not IngestionJob.objects.exists()
 
 
-def test_server_paths_are_for_administrators(cast, tmp_path):
+def test_server_paths_are_for_superusers_under_an_ingest_root(cast, tmp_path, settings):
+    # The whole story, with every refusal case: tests/security/test_redteam_1_path_ingestion.py.
+    settings.INGEST_ROOTS = [str(tmp_path)]
     data = {"scope": cast.repo.scope.public_id, "path": str(tmp_path)}
-    assert client_for(cast.lead).post("/o/acme/ingest/path", data).status_code == 403
-    assert "Register a server path" not in client_for(cast.lead).get(
+    assert client_for(cast.owner).post("/o/acme/ingest/path", data).status_code == 403
+    assert "Register a server path" not in client_for(cast.owner).get(
         "/o/acme/ingest/").content.decode()
-    assert client_for(cast.owner).post("/o/acme/ingest/path", data).status_code == 302
-    assert IngestionJob.objects.get().source == str(tmp_path)
-    missing = client_for(cast.owner).post("/o/acme/ingest/path",
-                                          {**data, "path": "/no/such/dir"})
-    assert missing.status_code == 400 and b"no such file or directory" in missing.content
+    root = UserFactory(username="root", is_superuser=True)
+    assert client_for(root).post("/o/acme/ingest/path", data).status_code == 302
+    assert IngestionJob.objects.get().source == str(tmp_path.resolve())
+    missing = client_for(root).post("/o/acme/ingest/path", {**data, "path": "/no/such/dir"})
+    assert missing.status_code == 400 and b"CONTEXTS_INGEST_ROOTS" in missing.content
 
 
 def test_running_jobs_poll_and_finished_ones_stop(cast):

@@ -15,8 +15,13 @@ from types import SimpleNamespace
 
 import pytest
 
-from accounts.models import Organization, Repository
-from tests.factories import OrganizationFactory, RepositoryFactory, UserFactory
+from accounts.models import Organization, Repository, Role
+from tests.factories import (
+    MembershipFactory,
+    OrganizationFactory,
+    RepositoryFactory,
+    UserFactory,
+)
 
 # Plain English words for deterministic, distinct prose (real words keep language detection
 # and the tokenizer on their ordinary path).
@@ -189,9 +194,11 @@ def ingest_target(settings, tmp_path) -> IngestTarget:
     settings.LEXICAL_INDEX_DIR = tmp_path / "index"
     org = OrganizationFactory()
     repo = RepositoryFactory(org=org)
-    return IngestTarget(org=org, repo=repo, owner=UserFactory(username="adr-owner"),
-                        other_owner=UserFactory(username="adr-new-owner"),
-                        creator=UserFactory(username="ingest-creator"))
+    people = {role: UserFactory(username=name) for role, name in [
+        ("owner", "adr-owner"), ("other_owner", "adr-new-owner"), ("creator", "ingest-creator")]}
+    for user in people.values():  # an owner named in front matter must curate the scope
+        MembershipFactory(user=user, org=org, role=Role.CURATOR)
+    return IngestTarget(org=org, repo=repo, **people)
 
 
 @pytest.fixture

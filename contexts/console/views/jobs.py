@@ -7,7 +7,6 @@ from pathlib import Path
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -18,6 +17,7 @@ from contexts.console.forms import PathForm, UploadForm
 from contexts.console.querysets import visible
 from contexts.console.rendering import htmx_partial
 from contexts.console.views.common import get_org, org_context, paginate
+from contexts.ingestion import server_paths
 from contexts.ingestion.sources import INGESTIBLE_SUFFIXES
 from contexts.services.errors import InvalidOperation
 from contexts.services.jobs import create_job, enqueue, save_uploads
@@ -39,7 +39,7 @@ def _page(request: HttpRequest, org: Organization, *, upload_form=None, path_for
           status: int = 200) -> HttpResponse:
     seen = visible(request)
     scopes = curatable_scopes(request, org)
-    may_register_paths = seen.may("administer", org.scope)
+    may_register_paths = server_paths.may_register_paths(request.user)
     jobs = paginate(request, seen.jobs().filter(org=org).select_related("scope", "created_by"))
     return render(request, "console/ingest.html", {
         **org_context(request, org, "ingest"), "jobs": jobs, "scopes": scopes,
@@ -98,10 +98,10 @@ def ingest_upload(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required
 @require_POST
 def ingest_path(request: HttpRequest, slug: str) -> HttpResponse:
-    """A directory on the server: administrators only, since it reads the server's disk."""
+    """A directory on the server: superusers only, under the operator's ingest roots, since
+    it reads the server's disk (contexts.ingestion.server_paths)."""
     org = get_org(request, slug)
-    if not visible(request).may("administer", org.scope):
-        raise PermissionDenied("only administrators register server paths")
+    server_paths.require_path_right(request.user)
     form = PathForm(request.POST, scopes=curatable_scopes(request, org))
     if not form.is_valid():
         return _page(request, org, path_form=form, status=400)
