@@ -9,7 +9,11 @@
   (not a 500 and not a traceback); Django discards the broken connection at the end of the
   request and ``CONN_HEALTH_CHECKS`` replaces a stale one at the start of the next.
 
-The rules live here, once, for the REST API, the console and the MCP tools.
+The rules live here, once, for the REST API, the console and the MCP server: :func:`outage`
+says whether an exception means "a dependency is down" and what to answer, and
+:func:`unavailable_body` / :data:`RETRY_AFTER_SECONDS` are that answer's body and retry hint
+wherever it is sent (``contexts.api.errors``, :class:`AvailabilityMiddleware`,
+``contexts.mcp_server``).
 """
 
 from __future__ import annotations
@@ -139,13 +143,34 @@ def require_broker() -> None:
         raise ServiceUnavailable(BROKER_DOWN_MESSAGE, "queue_unavailable")
 
 
+def outage(exc: BaseException) -> ServiceUnavailable | None:
+    """The 503 for an exception that means a dependency is down, else None: the database
+    lost (logged here), or a write refused up front because the broker is down
+    (:func:`require_broker`). A publish that fails *after* a commit is not mapped: the change
+    is saved, so "nothing was written, retry" would be wrong (see ``_broker``)."""
+    if isinstance(exc, ServiceUnavailable):
+        return exc
+    if isinstance(exc, DATABASE_DOWN):
+        # A lost connection (e.g. PostgreSQL restarting): retryable, not a 500. Django discards
+        # the broken connection when the request ends.
+        logger.warning("database unavailable: %s", exc)
+        return ServiceUnavailable(DATABASE_DOWN_MESSAGE, "database_unavailable")
+    return None
+
+
+def unavailable_body(code: str, message: str) -> dict:
+    """The API's error body for a 503, with the retry hint (also sent as ``Retry-After``)."""
+    from contexts.api.errors import error_body
+
+    return error_body(code, message, retry_after=RETRY_AFTER_SECONDS)
+
+
 def unavailable_response(request: HttpRequest, code: str, message: str) -> HttpResponse:
     """A 503 in the caller's language: JSON for the API, a page for the console."""
-    from contexts.api.errors import error_body, is_api
+    from contexts.api.errors import is_api
 
     if is_api(request):
-        response: HttpResponse = JsonResponse(
-            error_body(code, message, retry_after=RETRY_AFTER_SECONDS), status=503)
+        response: HttpResponse = JsonResponse(unavailable_body(code, message), status=503)
     else:
         response = HttpResponse(
             render_to_string("503.html", {"message": message}), status=503)
@@ -175,8 +200,9 @@ class AvailabilityMiddleware:
 
     def process_exception(self, request: HttpRequest, exception: Exception
                           ) -> HttpResponse | None:
-        if isinstance(exception, DATABASE_DOWN):
-            logger.warning("database unavailable during %s %s: %s", request.method,
-                           request.path, exception)
-            return unavailable_response(request, "database_unavailable", DATABASE_DOWN_MESSAGE)
-        return None
+        # Only a lost database here: the broker's refusals happen up front, in process_view.
+        unavailable = outage(exception) if isinstance(exception, DATABASE_DOWN) else None
+        if unavailable is None:
+            return None
+        return unavailable_response(request, str(unavailable.get_codes()),
+                                    str(unavailable.detail))

@@ -48,8 +48,9 @@ from contexts.api.fragments import (
 )
 from contexts.api.retrieve import RetrieveRequestSerializer, response_payload, retrieve_for
 from contexts.api.throttling import AgentRateThrottle
-from contexts.availability import require_broker
+from contexts.availability import RETRY_AFTER_SECONDS, outage, require_broker, unavailable_body
 from contexts.models import FragmentKind
+from contexts.security import SecurityHeadersASGI
 
 MCP_PATH = "/mcp"
 # Where BearerTokenMiddleware leaves the verified ApiToken for the tools.
@@ -164,8 +165,8 @@ async def _run(ctx: Context, operation: Callable[[ApiToken], dict[str, Any]]) ->
         return _error(exceptions.NotAuthenticated())
 
     def call() -> CallToolResult:
-        close_old_connections()
         try:
+            close_old_connections()  # inside: with the database gone even this can raise
             _throttle(token)
             return _result(operation(token))
         except Exception as exc:  # noqa: BLE001 - every failure is answered, never raised
@@ -308,7 +309,9 @@ class BearerTokenMiddleware:
 
     Also applies Django's ``ALLOWED_HOSTS`` to the Host header (the SDK's own DNS-rebinding
     check is switched off in favour of it, so one setting governs the whole site). Refusals use
-    the REST API's status codes and error body.
+    the REST API's status codes and error body; so does an outage met while checking the token
+    (the database down: 503 with ``Retry-After``, as REST answers, where it was a plain-text
+    500 from the server before).
     """
 
     def __init__(self, app: ASGIApp) -> None:
@@ -328,7 +331,15 @@ class BearerTokenMiddleware:
             await _json(send, 401, error_body("not_authenticated",
                                               "Authentication credentials were not provided."))
             return
-        token = await sync_to_async(_verify, thread_sensitive=True)(raw.strip())
+        try:
+            token = await sync_to_async(_verify, thread_sensitive=True)(raw.strip())
+        except Exception as exc:
+            unavailable = outage(exc)  # contexts/availability.py: one rule for REST and MCP
+            if unavailable is None:
+                raise
+            await _json(send, 503, unavailable_body(str(unavailable.get_codes()),
+                                                    str(unavailable.detail)))
+            return
         if token is None:
             await _json(send, 401, error_body("authentication_failed",
                                               "invalid, expired or revoked token"))
@@ -342,12 +353,15 @@ async def _json(send: Send, status: int, body: dict[str, Any]) -> None:
                (b"content-length", str(len(content)).encode())]
     if status == 401:
         headers.append((b"www-authenticate", b"Bearer"))
+    if status == 503:
+        headers.append((b"retry-after", str(RETRY_AFTER_SECONDS).encode()))
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": content})
 
 
 def build_application() -> ASGIApp:
-    """The ``/mcp`` ASGI app: the SDK's Starlette app behind token authentication.
+    """The ``/mcp`` ASGI app: the SDK's Starlette app behind token authentication, every
+    response with the security headers REST responses carry (``contexts.security``).
 
     Its lifespan runs the SDK's session manager and must be served: ``contexts.asgi`` forwards
     the ASGI lifespan events here (the middleware lets them through untouched).
@@ -358,4 +372,4 @@ def build_application() -> ASGIApp:
         json_response=True,
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
     )
-    return BearerTokenMiddleware(app)
+    return SecurityHeadersASGI(BearerTokenMiddleware(app))

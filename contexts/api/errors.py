@@ -76,18 +76,17 @@ def _refused_request(exc: SuspiciousOperation) -> exceptions.APIException:
 
 
 def exception_handler(exc: Exception, context: dict) -> Response | None:
-    from contexts.availability import DATABASE_DOWN, DATABASE_DOWN_MESSAGE, ServiceUnavailable
+    from contexts.availability import outage
     from contexts.ids import InvalidId
 
     if isinstance(exc, Http404):
         exc = exceptions.NotFound()
     elif isinstance(exc, InvalidId):  # a malformed id argument (contexts/ids.py)
         exc = exceptions.ValidationError({exc.field: [exc.reason]})
-    elif isinstance(exc, DATABASE_DOWN):
-        # A lost connection (e.g. PostgreSQL restarting) is a retryable 503, not a 500; the
-        # broken connection is discarded when the request ends.
-        logger.warning("database unavailable: %s", exc)
-        exc = ServiceUnavailable(DATABASE_DOWN_MESSAGE, "database_unavailable")
+    elif (unavailable := outage(exc)) is not None:
+        # The database is lost, or a write was refused because the broker is down: a
+        # retryable 503 with the retry hint (contexts/availability.py).
+        exc = unavailable
     elif isinstance(exc, SuspiciousOperation):
         exc = _refused_request(exc)
     response = drf_exception_handler(exc, context)

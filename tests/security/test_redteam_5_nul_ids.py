@@ -25,6 +25,7 @@ from contexts.ids import InvalidId, parse_public_id, parse_slug
 from tests.api.conftest import as_token, world  # noqa: F401 - fixture
 from tests.domain.conftest import cast  # noqa: F401 - fixture
 from tests.factories import MembershipFactory, UserFactory
+from tests.security.mcp_process import serve, tool_error
 
 # NUL (what PostgreSQL refuses), other C0 controls, DEL, and NUL inside a plausible id.
 HOSTILE = ["\x00", "frag_\x00x", "tr_\x00", "\x01", "\x1f", "\x7f", "\n", "a\tb", "\r\n"]
@@ -149,6 +150,20 @@ def test_feedback_through_the_rest_helper_names_the_field(cast, world):  # noqa:
         response = exception_handler(raised.value, {})
         assert response.status_code == 400
         assert response.data["error"]["field"] == "fragment_id"
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_the_mcp_feedback_tool_answers_400_naming_the_argument(
+        services, django_db_setup, cast, tmp_path):  # noqa: F811
+    """The red team's MCP case, end to end: the served application in its own process."""
+    env = {**services.env(), "CONTEXTS_INDEX_DIR": str(tmp_path / "index")}
+    with serve(env, tmp_path) as served:
+        for hostile in HOSTILE:
+            response = served.call_tool(cast.raw_token, "feedback",
+                                        {"fragment_id": hostile, "signal": "helped"})
+            error = tool_error(response)["error"]
+            assert (error["code"], error["field"]) == ("invalid", "fragment_id"), error
 
 
 @pytest.mark.parametrize("value", ["frag_0123abc", "tr_0123456789abcd", "repo_abc"])
