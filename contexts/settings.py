@@ -87,6 +87,12 @@ if PRODUCTION:
                                    "random value when CONTEXTS_PRODUCTION is on")
     if DEBUG:
         raise ImproperlyConfigured("DEBUG must be off when CONTEXTS_PRODUCTION is on")
+    # Nor the compose file's placeholder passwords for PostgreSQL and Redis.
+    for _name in ("DATABASE_URL", "DATABASE_OWNER_URL", "REDIS_URL"):
+        if "change-me" in env_str(_name):
+            raise ImproperlyConfigured(f"{_name} still holds a change-me placeholder password; "
+                                       "set POSTGRES_PASSWORD, CONTEXTS_DB_PASSWORD and "
+                                       "REDIS_PASSWORD (docs/operations.md)")
 SECRET_KEY = env_str("SECRET_KEY") or local_secret_key(VAR_DIR / "secret_key")
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1],testserver")
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS")
@@ -94,13 +100,28 @@ CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS")
 # --- Embedded services -------------------------------------------------------------------------
 EMBEDDED_PG_PORT = env_int("CONTEXTS_PG_PORT", 54329)
 EMBEDDED_REDIS_PORT = env_int("CONTEXTS_REDIS_PORT", 63799)
-# The embedded cluster trusts local connections; the superuser owns the schema.
-EMBEDDED_DATABASE_URL = f"postgres://postgres@127.0.0.1:{EMBEDDED_PG_PORT}/contexts"
-EMBEDDED_REDIS_URL = f"redis://127.0.0.1:{EMBEDDED_REDIS_PORT}/0"
 DATABASE_URL = env_str("DATABASE_URL")
 REDIS_URL = env_str("REDIS_URL")
 USE_EMBEDDED_POSTGRES = not DATABASE_URL
 USE_EMBEDDED_REDIS = not REDIS_URL
+# Both embedded services require a password, generated once into var/secrets/ (0600). The
+# application connects as contexts_app (no superuser, no BYPASSRLS, owns nothing); migrations,
+# backups and restores as the owner, DATABASE_OWNER below (contexts/owner_db.py).
+from contexts.embedded import PG_APP_ROLE, PG_OWNER_ROLE, embedded_secret  # noqa: E402
+
+
+def embedded_database_url(role: str) -> str:
+    password = embedded_secret(VAR_DIR, {PG_APP_ROLE: "postgres_app",
+                                         PG_OWNER_ROLE: "postgres_owner"}[role])
+    return f"postgres://{role}:{password}@127.0.0.1:{EMBEDDED_PG_PORT}/contexts"
+
+
+EMBEDDED_DATABASE_URL = embedded_database_url(PG_APP_ROLE) if USE_EMBEDDED_POSTGRES else ""
+EMBEDDED_REDIS_URL = (f"redis://:{embedded_secret(VAR_DIR, 'redis')}@127.0.0.1:"
+                      f"{EMBEDDED_REDIS_PORT}/0" if USE_EMBEDDED_REDIS else "")
+# The schema's owner. Without DATABASE_OWNER_URL an external DATABASE_URL's role is the owner.
+DATABASE_OWNER_URL = env_str("DATABASE_OWNER_URL") or (
+    embedded_database_url(PG_OWNER_ROLE) if USE_EMBEDDED_POSTGRES else "")
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -184,6 +205,9 @@ DATABASES = {
         conn_health_checks=True,
     )
 }
+DATABASE_OWNER = ({key: value for key, value in dj_database_url.parse(DATABASE_OWNER_URL).items()
+                   if key in ("HOST", "PORT", "NAME", "USER", "PASSWORD")}
+                  if DATABASE_OWNER_URL else None)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 CACHES = {

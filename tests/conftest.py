@@ -2,6 +2,10 @@
 
 A session fixture starts the embedded servers on free ports in a temporary directory and points
 Django, the cache and Celery at them before the test database is created. Nothing is mocked.
+
+The configuration is the one `make run` ships: the tests connect as the unprivileged
+application role ``contexts_app`` with its password, the migrations run as ``contexts_owner``
+(``manage.py migrate``, contexts/owner_db.py), and Redis wants its password too.
 """
 
 from __future__ import annotations
@@ -16,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from contexts.embedded import EmbeddedPostgres, EmbeddedRedis, free_port
+from contexts.db_roles import APPLICATION_GROUP
+from contexts.embedded import PG_APP_ROLE, PG_OWNER_ROLE, EmbeddedPostgres, EmbeddedRedis, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 TEST_DB_NAME = "test_contexts"
@@ -30,7 +35,11 @@ class Services:
 
     @property
     def test_database_url(self) -> str:
-        return f"postgres://postgres@127.0.0.1:{self.postgres.port}/{TEST_DB_NAME}"
+        return self.postgres.url_for(PG_APP_ROLE, TEST_DB_NAME)
+
+    @property
+    def test_database_owner_url(self) -> str:
+        return self.postgres.url_for(PG_OWNER_ROLE, TEST_DB_NAME)
 
     def env(self) -> dict[str, str]:
         """Environment for a child process (worker, CLI) that must use the test database."""
@@ -67,6 +76,9 @@ def services() -> Iterator[Services]:
     root = Path(tempfile.mkdtemp(prefix="contexts-test-"))
     stack = Services(root)
     stack.postgres.start()
+    # Created by the server's superuser with pgvector in it, as `make run` creates its own:
+    # the owner may not create the extension, the application role not even a database.
+    stack.postgres.ensure_database(TEST_DB_NAME)
     stack.redis.start()
     try:
         yield stack
@@ -88,9 +100,12 @@ def django_db_modify_db_settings(services: Services) -> None:
     from contexts.celery import app
 
     db = settings.DATABASES["default"]
-    db.update({"HOST": "127.0.0.1", "PORT": services.postgres.port, "USER": "postgres",
-               "NAME": "contexts", "PASSWORD": ""})
+    db.update({"HOST": "127.0.0.1", "PORT": services.postgres.port, "USER": PG_APP_ROLE,
+               "NAME": "contexts", "PASSWORD": services.postgres.password(PG_APP_ROLE)})
     db.setdefault("TEST", {})["NAME"] = TEST_DB_NAME
+    # manage.py migrate (which creates the test database's schema) runs as the owner.
+    settings.DATABASE_OWNER = {"USER": PG_OWNER_ROLE,
+                               "PASSWORD": services.postgres.password(PG_OWNER_ROLE)}
     settings.CACHES["default"]["LOCATION"] = services.redis.url
     # A cache client created earlier (at import, or by a test without the database) copied
     # the old location; drop it so the next use connects to the session's Redis.
@@ -104,6 +119,29 @@ def django_db_modify_db_settings(services: Services) -> None:
     # Organizations get their (empty) lexical index when created: not in the developer's var/.
     settings.LEXICAL_INDEX_DIR = settings.VAR_DIR / "index"
     app.conf.update(broker_url=services.redis.url, result_backend=services.redis.url)
+
+
+@pytest.fixture(scope="session")
+def django_db_keepdb() -> bool:
+    """The session's test database already exists (``services``); Django, connected as the
+    application role, must use it rather than try to create one."""
+    return True
+
+
+@pytest.fixture(scope="session")
+def django_db_createdb() -> bool:
+    return False
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup, services: Services) -> None:
+    """After the migrations: the one right the suite needs beyond the application's, TRUNCATE,
+    with which Django empties the tables after a transactional test. `make run` never grants
+    it."""
+    import psycopg
+
+    with psycopg.connect(services.test_database_owner_url, autocommit=True) as conn:
+        conn.execute(f"GRANT TRUNCATE ON ALL TABLES IN SCHEMA public TO {APPLICATION_GROUP}")
 
 
 @pytest.fixture

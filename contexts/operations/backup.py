@@ -9,12 +9,14 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 from django.conf import settings
 from django.db import connection
 
 from contexts.embedded import postgres_bin_dir
+from contexts.owner_db import owner_settings
 
 
 class BackupError(RuntimeError):
@@ -34,7 +36,9 @@ def pg_tool(name: str) -> str:
 
 
 def _connection_args() -> tuple[list[str], dict[str, str]]:
-    db = settings.DATABASES["default"]
+    # As the schema's owner: pg_restore creates tables, and pg_dump must read every row of the
+    # tables with row-level security, which the application's role does only through policies.
+    db = owner_settings()
     args = ["--host", str(db.get("HOST") or "127.0.0.1"), "--port", str(db.get("PORT") or 5432),
             "--username", str(db.get("USER") or "postgres"), "--dbname", str(db["NAME"])]
     env = {**os.environ}
@@ -68,4 +72,20 @@ def restore(source: Path) -> None:
                               "empty; restore into a new database")
     connection.close()  # pg_restore needs no competing session holding locks
     args, env = _connection_args()
-    _run([pg_tool("pg_restore"), "--no-owner", "--exit-on-error", *args, str(source)], env)
+    with tempfile.TemporaryDirectory() as scratch:
+        contents = Path(scratch) / "contents.list"
+        contents.write_text(_restorable_contents(source, env))
+        _run([pg_tool("pg_restore"), "--no-owner", "--exit-on-error", "--use-list",
+              str(contents), *args, str(source)], env)
+
+
+def _restorable_contents(source: Path, env: dict[str, str]) -> str:
+    """The dump's table of contents without comments on extensions: only the extension's owner
+    (a superuser) may set one, and the schema's owner, who restores, is not one. The extension
+    itself stays (CREATE EXTENSION IF NOT EXISTS: a no-op where it already exists)."""
+    listing = subprocess.run([pg_tool("pg_restore"), "--list", str(source)], env=env,
+                             capture_output=True, text=True)
+    if listing.returncode:
+        raise BackupError(f"pg_restore --list failed:\n{listing.stderr.strip()[-2000:]}")
+    return "".join(line + "\n" for line in listing.stdout.splitlines()
+                   if " COMMENT - EXTENSION " not in line)

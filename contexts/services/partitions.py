@@ -1,4 +1,8 @@
-"""One embedding partition (with its own HNSW graph) per organization."""
+"""One embedding partition (with its own HNSW graph) per organization.
+
+Creating and dropping one is DDL, which the application's role may not do: two functions of
+migration 0019 do it as the schema's owner (SECURITY DEFINER), for exactly this table.
+"""
 
 from __future__ import annotations
 
@@ -10,21 +14,10 @@ def partition_name(org_id: int) -> str:
 
 
 def ensure_partition(org_id: int) -> None:
-    name = partition_name(org_id)
     with connection.cursor() as cursor:
-        cursor.execute(
-            f"CREATE TABLE IF NOT EXISTS {name} PARTITION OF contexts_embedding "
-            f"FOR VALUES IN ({int(org_id)})"
-        )
-        cursor.execute(
-            f"CREATE INDEX IF NOT EXISTS {name}_hnsw ON {name} "
-            "USING hnsw (embedding vector_cosine_ops)"
-        )
-        cursor.execute(
-            f"CREATE INDEX IF NOT EXISTS {name}_scopes ON {name} USING gin (scope_ids)"
-        )
+        cursor.execute("SELECT contexts_create_embedding_partition(%s)", [int(org_id)])
 
 
 def drop_partition(org_id: int) -> None:
     with connection.cursor() as cursor:
-        cursor.execute(f"DROP TABLE IF EXISTS {partition_name(org_id)}")
+        cursor.execute("SELECT contexts_drop_embedding_partition(%s)", [int(org_id)])

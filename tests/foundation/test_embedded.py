@@ -46,7 +46,7 @@ def test_postgres_start_is_idempotent_and_survives_a_crash(tmp_path):
     try:
         assert first.running
         assert pg.start().pid == first.pid  # attaches, does not start a second server
-        with psycopg.connect(f"host=127.0.0.1 port={pg.port} user=postgres dbname=contexts") as c:
+        with psycopg.connect(pg.url) as c:
             assert c.execute("SELECT 1").fetchone() == (1,)
         os.kill(first.pid, signal.SIGKILL)  # a crash leaves postmaster.pid behind
         _wait_dead(first.pid)

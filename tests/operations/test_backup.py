@@ -11,6 +11,7 @@ import psycopg
 import pytest
 from django.core.management import call_command
 
+from contexts.embedded import PG_APP_ROLE, PG_OWNER_ROLE, PG_SUPERUSER
 from tests.api.conftest import as_token
 from tests.conftest import ROOT
 
@@ -41,12 +42,15 @@ def test_a_restored_backup_answers_like_the_original(services, transactional_db,
     call_command("backup", str(dump))
     assert dump.stat().st_size > 0
 
-    admin = f"host=127.0.0.1 port={services.postgres.port} user=postgres dbname=postgres"
+    postgres = services.postgres
+    admin = postgres.url_for(PG_SUPERUSER, "postgres")
     with psycopg.connect(admin, autocommit=True) as conn:
         conn.execute("DROP DATABASE IF EXISTS restored")
-        conn.execute("CREATE DATABASE restored")
+    postgres.ensure_database("restored")  # as `make run` creates one: pgvector, the owner's
+    # The restore runs as the owner; the application, answering below, as its own role.
     env = {**services.env(),
-           "DATABASE_URL": f"postgres://postgres@127.0.0.1:{services.postgres.port}/restored",
+           "DATABASE_URL": postgres.url_for(PG_APP_ROLE, "restored"),
+           "DATABASE_OWNER_URL": postgres.url_for(PG_OWNER_ROLE, "restored"),
            "CONTEXTS_INDEX_DIR": str(tmp_path / "restored-index")}
     try:
         restored = subprocess.run([sys.executable, "manage.py", "restore", str(dump)], env=env,
