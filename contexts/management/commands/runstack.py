@@ -164,7 +164,10 @@ class _Supervision:
 
 def _exit_reason(returncode: int) -> str:
     if returncode < 0:
-        return f"was killed by {signal.Signals(-returncode).name}"
+        try:
+            return f"was killed by {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"was killed by signal {-returncode}"
     return f"exited with code {returncode}"
 
 
