@@ -282,6 +282,13 @@ def test_a_job_whose_worker_keeps_dying_fails_with_a_reason(settings):
     assert "stopped 3 times" in job.errors[-1]["reason"]
 
 
+def test_beat_runs_the_lease_check(settings):
+    app.loader.import_default_modules()
+    entry = settings.CELERY_BEAT_SCHEDULE["jobs-reap-stale"]
+    assert entry["task"] in app.tasks and entry["schedule"] <= settings.JOB_LEASE_SECONDS
+    assert settings.JOB_HEARTBEAT_SECONDS < settings.JOB_LEASE_SECONDS
+
+
 @pytest.mark.django_db(transaction=True)
 def test_a_queued_job_whose_message_is_gone_is_published_again(services, settings):
     """Redis lost the message (or publishing failed): past its queued lease the job is
