@@ -9,8 +9,9 @@ every other control character and over-long input in one place, before any query
 - URL patterns use the converters below (``<pid:…>``, ``<signed:…>``, ``<digits:…>``): a
   malformed id does not match, so the answer is the ordinary 404.
 - Values from query strings, form fields and tool arguments go through :func:`parse_public_id`
-  or :func:`parse_slug`; :class:`InvalidId` becomes a 400 naming the field (the API's error
-  body through ``contexts.api.errors``, a short plain-text answer in the console through
+  or :func:`parse_slug`; :class:`InvalidId` (an :class:`InvalidField`, which views also raise
+  for other refused fields) becomes a 400 naming the field (the API's error body through
+  ``contexts.api.errors``, a short plain-text answer in the console through
   :class:`InvalidIdMiddleware`). The message never echoes the value.
 """
 
@@ -35,14 +36,22 @@ _PUBLIC_ID = re.compile(PUBLIC_ID)
 _SLUG = re.compile(SLUG)
 
 
-class InvalidId(BadRequest, ValueError):
-    """An id or slug that cannot name anything. A ``BadRequest`` so that even an unhandled one
-    is Django's 400, never a 500; a ``ValueError`` so that converters' callers see one."""
+class InvalidField(BadRequest, ValueError):
+    """A value from a query string, form field or tool argument that is refused before any
+    query. A ``BadRequest`` so that even an unhandled one is Django's 400, never a 500; a
+    ``ValueError`` so that converters' callers see one."""
+
+    def __init__(self, field: str, reason: str) -> None:
+        self.field = field
+        self.reason = reason
+        super().__init__(f"{field}: {reason}")
+
+
+class InvalidId(InvalidField):
+    """An id or slug that cannot name anything."""
 
     def __init__(self, field: str, what: str) -> None:
-        self.field = field
-        self.reason = f"not a valid {what}"
-        super().__init__(f"{field}: {self.reason}")
+        super().__init__(field, f"not a valid {what}")
 
 
 def _parse(value: object, pattern: re.Pattern[str], field: str, what: str) -> str:
@@ -111,7 +120,7 @@ class InvalidIdMiddleware:
 
     def process_exception(self, request: HttpRequest, exception: Exception
                           ) -> HttpResponse | None:
-        if not isinstance(exception, InvalidId):
+        if not isinstance(exception, InvalidField):
             return None
         from contexts.api.errors import error_body, is_api
 

@@ -77,11 +77,11 @@ def _refused_request(exc: SuspiciousOperation) -> exceptions.APIException:
 
 def exception_handler(exc: Exception, context: dict) -> Response | None:
     from contexts.availability import outage
-    from contexts.ids import InvalidId
+    from contexts.ids import InvalidField
 
     if isinstance(exc, Http404):
         exc = exceptions.NotFound()
-    elif isinstance(exc, InvalidId):  # a malformed id argument (contexts/ids.py)
+    elif isinstance(exc, InvalidField):  # e.g. a malformed id argument (contexts/ids.py)
         exc = exceptions.ValidationError({exc.field: [exc.reason]})
     elif (unavailable := outage(exc)) is not None:
         # The database is lost, or a write was refused because the broker is down: a

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
 from django.db.models import Exists, OuterRef, QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import render
@@ -16,6 +18,7 @@ from contexts.console.querysets import OPEN_NUDGE_STATES, Visible, visible
 from contexts.console.rendering import htmx_partial, redirect_back, render_page
 from contexts.console.views.common import get_fragment, get_scope, org_context, paginate
 from contexts.console.views.fragment_detail import content_context
+from contexts.ids import InvalidField
 from contexts.models import Fragment, Nudge, Pin
 from contexts.services.errors import InvalidOperation
 from contexts.services.fragments import mark_negative, retire_fragment
@@ -110,6 +113,17 @@ def _action_scope(request: HttpRequest, fragment: Fragment) -> Scope:
     return get_scope(request, scope_id, "scope") if scope_id else fragment.scope
 
 
+# As the edit form's "why": PostgreSQL cannot store a NUL, so one is a 400, not a 500.
+_REASON = forms.CharField(max_length=300, required=False)
+
+
+def _reason(request: HttpRequest) -> str:
+    try:
+        return _REASON.clean(request.POST.get("reason", ""))
+    except ValidationError as exc:
+        raise InvalidField("reason", exc.messages[0]) from exc
+
+
 def _invalid(request: HttpRequest, exc: InvalidOperation) -> HttpResponse:
     if htmx_partial(request):
         return HttpResponseBadRequest(str(exc))
@@ -123,7 +137,7 @@ def pin(request: HttpRequest, fragment_id: str) -> HttpResponse:
     fragment = get_fragment(request, fragment_id)
     scope = _action_scope(request, fragment)
     try:
-        pin_fragment(request.user, fragment, scope, reason=request.POST.get("reason", ""))
+        pin_fragment(request.user, fragment, scope, reason=_reason(request))
     except InvalidOperation as exc:
         return _invalid(request, exc)
     return _action_response(request, fragment, scope)
@@ -142,7 +156,7 @@ def unpin(request: HttpRequest, fragment_id: str) -> HttpResponse:
 @require_POST
 def retire(request: HttpRequest, fragment_id: str) -> HttpResponse:
     fragment = get_fragment(request, fragment_id)
-    retire_fragment(request.user, fragment, reason=request.POST.get("reason", ""))
+    retire_fragment(request.user, fragment, reason=_reason(request))
     return _action_response(request, fragment, _action_scope(request, fragment))
 
 
