@@ -4,12 +4,15 @@ Layout::
 
     corpus.jsonl[.gz]      {"_id", "title", "text"} per line          (a static corpus), or
     source.txt             root + include/exclude patterns              (a live source tree)
-    queries.jsonl[.gz]     {"_id", "text"} per line
+    queries.jsonl[.gz]     {"_id", "text"} per line, optionally {"metadata": {"type": …}}
     qrels/<split>.tsv      header "query-id<TAB>corpus-id<TAB>score"
     scopes.tsv             optional: "doc|query<TAB>id<TAB>scope-name" rows
 
 With ``source.txt`` the corpus is a directory (usually this repository) ingested with normal
 chunking, and the qrels' corpus ids are labels ``path#anchor`` (see ``labels.py``).
+
+A query's ``metadata.type`` (BEIR's per-query metadata; the golden set uses ``id``, ``error``,
+``path`` and ``nl``) makes the report break every metric down by type as well.
 """
 
 from __future__ import annotations
@@ -73,6 +76,7 @@ class Dataset:
     qrels: dict[str, dict[str, int]]  # query id → {corpus id (or label) → grade}
     doc_scopes: dict[str, str] = field(default_factory=dict)
     query_scopes: dict[str, str] = field(default_factory=dict)
+    query_types: dict[str, str] = field(default_factory=dict)  # query id → metadata.type
     manifest: SourceManifest | None = None
     corpus_file: Path | None = None
 
@@ -124,14 +128,38 @@ def load(directory: str | Path, split: str) -> Dataset:
         known = sorted(p.stem for p in (root / "qrels").glob("*.tsv"))
         raise DatasetError(f"{directory}: no qrels/{split}.tsv (splits here: "
                            f"{', '.join(known) or 'none'})")
-    with _open(queries_file) as handle:
-        queries = {str(row["_id"]): row["text"] for row in map(json.loads, handle)
-                   if row}
+    queries, types = read_queries(queries_file)
     dataset = Dataset(path=root, name=root.name, queries=queries, qrels=read_qrels(qrels_file),
-                      manifest=manifest, corpus_file=corpus)
+                      query_types=types, manifest=manifest, corpus_file=corpus)
     if (root / "scopes.tsv").is_file():
         dataset.doc_scopes, dataset.query_scopes = read_scopes(root / "scopes.tsv")
     return dataset
+
+
+def read_queries(path: Path) -> tuple[dict[str, str], dict[str, str]]:
+    """(query id → text, query id → ``metadata.type`` for the queries that have one)."""
+    queries: dict[str, str] = {}
+    types: dict[str, str] = {}
+    with _open(path) as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+                if not row:
+                    continue
+                qid = str(row["_id"])
+                queries[qid] = row["text"]
+            except (ValueError, KeyError, TypeError) as exc:
+                raise DatasetError(f"{path}:{number}: {exc!r}") from exc
+            metadata = row.get("metadata")
+            kind = metadata.get("type") if isinstance(metadata, dict) else None
+            if kind is None:
+                continue
+            if not isinstance(kind, str) or not kind.strip():
+                raise DatasetError(f"{path}:{number}: metadata.type must be a non-empty string")
+            types[qid] = kind.strip()
+    return queries, types
 
 
 def read_qrels(path: Path) -> dict[str, dict[str, int]]:

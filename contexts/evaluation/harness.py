@@ -49,6 +49,7 @@ logger = logging.getLogger(__name__)
 DEPTH = 100
 BUDGET_TOKENS = 50_000_000
 UNSCOPED = "(organization)"
+UNTYPED = "(untyped)"  # a query without metadata.type in a set where others have one
 
 
 @dataclass(frozen=True)
@@ -79,6 +80,13 @@ class PipelineResult:
     metrics: dict[str, float]
     per_scope: dict[str, dict[str, float]]
     per_query: dict[str, dict]
+    # metadata.type → the same metrics over that type's queries (+ "queries"); empty when the
+    # set has no types.
+    by_type: dict[str, dict[str, float]] = field(default_factory=dict)
+
+    def summary(self) -> dict:
+        """The metrics as the JSON report and the stored run carry them: ``by_type`` inside."""
+        return {**self.metrics, "by_type": self.by_type} if self.by_type else dict(self.metrics)
 
 
 @dataclass
@@ -101,7 +109,7 @@ class EvalReport:
     def as_json(self) -> dict:
         out: dict = {
             "dataset": self.dataset, "split": self.split,
-            "pipelines": {name: result.metrics for name, result in self.pipelines.items()},
+            "pipelines": {name: result.summary() for name, result in self.pipelines.items()},
             "queries": self.queries, "documents": self.documents, "fragments": self.fragments,
             "config_hash": self.config_hash, "skipped": self.skipped,
             "warnings": self.warnings,
@@ -414,11 +422,14 @@ class Harness:
             scores = metrics.query_metrics(ranked, self.dataset.qrels[qid])
             per_query[qid] = {**{k: round(v, 4) for k, v in scores.items()},
                               "ms": round(latencies[qid], 1), "top": ranked[:10]}
+            if self.dataset.query_types:
+                per_query[qid]["type"] = self.dataset.query_types.get(qid, UNTYPED)
             if time.perf_counter() - started >= 30 and n % 50 == 0:
                 self.log(f"  {name}: {n}/{len(queries)} queries")
         result = PipelineResult(
             metrics=metrics.aggregate(per_query, list(latencies.values())),
-            per_scope=self._per_scope(per_query, latencies), per_query=per_query)
+            per_scope=self._per_scope(per_query, latencies), per_query=per_query,
+            by_type=self._by_type(per_query, latencies))
         self.log(f"{name}: done ({len(queries)} queries, nDCG@10 "
                  f"{result.metrics['ndcg@10']:.4f})")
         return result
@@ -434,6 +445,19 @@ class Harness:
                                             [latencies[q] for q in qids]),
                         "queries": len(qids)}
                 for scope, qids in sorted(groups.items())}
+
+    def _by_type(self, per_query: dict[str, dict],
+                 latencies: dict[str, float]) -> dict[str, dict[str, float]]:
+        types = self.dataset.query_types
+        if not types:
+            return {}
+        groups: dict[str, list[str]] = {}
+        for qid in per_query:
+            groups.setdefault(types.get(qid, UNTYPED), []).append(qid)
+        return {kind: {**metrics.aggregate({q: per_query[q] for q in qids},
+                                           [latencies[q] for q in qids]),
+                       "queries": len(qids)}
+                for kind, qids in sorted(groups.items())}
 
     def _ranked_ids(self, qid: str, fragments: list[ComposedFragment]) -> list[str]:
         """The returned fragments as a ranking of corpus ids (or labels), first occurrence

@@ -46,7 +46,7 @@ def save_run(report: EvalReport, options: dict) -> EvalRun:
     return EvalRun.objects.create(
         dataset=report.dataset[:200], split=report.split[:40], config_hash=report.config_hash,
         config={"pipeline": report.config, "options": options},
-        metrics={name: result.metrics for name, result in report.pipelines.items()},
+        metrics={name: result.summary() for name, result in report.pipelines.items()},
         per_scope={name: result.per_scope for name, result in report.pipelines.items()
                    if result.per_scope},
         queries=report.queries)
@@ -55,24 +55,34 @@ def save_run(report: EvalReport, options: dict) -> EvalRun:
 # --- gates --------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Gate:
-    """``[PIPELINE.]METRIC=VALUE``: the metric must be at least VALUE (every pipeline run when
-    no pipeline is named)."""
+    """``[PIPELINE.][TYPE.]METRIC=VALUE``: the metric must be at least VALUE (every pipeline
+    run when no pipeline is named; over the queries whose ``metadata.type`` is TYPE when one is
+    named)."""
 
     pipeline: str | None
     metric: str
     minimum: float
+    query_type: str | None = None
 
     @classmethod
     def parse(cls, text: str) -> Gate:
         name, sep, value = text.partition("=")
         if not sep:
-            raise ValueError(f"--fail-below {text!r}: expected [PIPELINE.]METRIC=VALUE")
+            raise ValueError(f"--fail-below {text!r}: expected "
+                             f"[PIPELINE.][TYPE.]METRIC=VALUE")
         pipeline = None
         metric = name.strip().lower()
         for known in sorted(PIPELINES, key=len, reverse=True):  # "hybrid+rerank" before "hybrid"
             if metric.startswith(known + "."):
                 pipeline, metric = known, metric[len(known) + 1:]
                 break
+        query_type, dot, bare = metric.rpartition(".")
+        if dot:
+            if not query_type:
+                raise ValueError(f"--fail-below {text!r}: empty query type before {bare!r}")
+            metric = bare
+        else:
+            query_type = None
         if metric not in QUALITY_METRICS:
             raise ValueError(f"--fail-below {text!r}: metric must be one of "
                              f"{', '.join(QUALITY_METRICS)} (latency is not gated here)")
@@ -80,7 +90,7 @@ class Gate:
             minimum = float(value)
         except ValueError as exc:
             raise ValueError(f"--fail-below {text!r}: {value!r} is not a number") from exc
-        return cls(pipeline, metric, minimum)
+        return cls(pipeline, metric, minimum, query_type)
 
     def failures(self, report: EvalReport) -> list[str]:
         names = [self.pipeline] if self.pipeline else list(report.pipelines)
@@ -92,7 +102,17 @@ class Gate:
                 why = report.skipped.get(name, "not among --pipelines")
                 out.append(f"{name}.{self.metric}: pipeline not run ({why})")
                 continue
-            value = result.metrics[self.metric]
+            label = f"{name}.{self.metric}"
+            values = result.metrics
+            if self.query_type is not None:
+                label = f"{name}.{self.query_type}.{self.metric}"
+                values = next((v for kind, v in result.by_type.items()
+                               if kind.lower() == self.query_type), None)
+                if values is None:
+                    # A gate on a type the set does not have must not pass silently either.
+                    out.append(f"{label}: no query of type {self.query_type!r}")
+                    continue
+            value = values[self.metric]
             if value < self.minimum:
-                out.append(f"{name}.{self.metric} = {value:.4f} < {self.minimum}")
+                out.append(f"{label} = {value:.4f} < {self.minimum}")
         return out

@@ -47,14 +47,18 @@ QRELS = {"q1": {"d3": 1}, "q2": {"d2": 1}, "q3": {"d9": 1}, "q4": {"d4": 1},
 
 def write_dataset(root: Path, *, docs: dict | None = None, queries: dict | None = None,
                   qrels: dict | None = None, split: str = "test",
-                  scopes: list[tuple[str, str, str]] | None = None) -> Path:
+                  scopes: list[tuple[str, str, str]] | None = None,
+                  types: dict[str, str] | None = None) -> Path:
     (root / "qrels").mkdir(parents=True, exist_ok=True)
     with open(root / "corpus.jsonl", "w") as handle:
         for doc_id, (title, text) in (docs or DOCS).items():
             handle.write(json.dumps({"_id": doc_id, "title": title, "text": text}) + "\n")
     with open(root / "queries.jsonl", "w") as handle:
         for query_id, text in (queries or QUERIES).items():
-            handle.write(json.dumps({"_id": query_id, "text": text}) + "\n")
+            row = {"_id": query_id, "text": text}
+            if types and query_id in types:  # BEIR's per-query metadata
+                row["metadata"] = {"type": types[query_id]}
+            handle.write(json.dumps(row) + "\n")
     with open(root / "qrels" / f"{split}.tsv", "w") as handle:
         handle.write("query-id\tcorpus-id\tscore\n")
         for query_id, judged in (qrels or QRELS).items():

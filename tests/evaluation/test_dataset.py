@@ -58,3 +58,18 @@ def test_qrels_and_scopes_are_validated(tmp_path):
     (root / "scopes.tsv").write_text("doc\td1\n")
     with pytest.raises(DatasetError, match="scopes.tsv:1"):
         load(root, "test")
+
+
+def test_query_types_come_from_beir_metadata(tmp_path):
+    root = write_dataset(tmp_path / "typed", types={"q1": "id", "q2": "nl", "q3": " error "})
+    data = load(root, "test")
+    assert data.query_types == {"q1": "id", "q2": "nl", "q3": "error"}
+    assert data.queries["q1"] == "what does quokkaflux control"
+    # Without metadata nothing is typed: the report stays as it was.
+    assert load(write_dataset(tmp_path / "plain"), "test").query_types == {}
+    (root / "queries.jsonl").write_text('{"_id": "q1", "text": "x", "metadata": {"type": 3}}\n')
+    with pytest.raises(DatasetError, match=r"queries.jsonl:1: metadata.type must be"):
+        load(root, "test")
+    (root / "queries.jsonl").write_text('{"_id": "q1", "text": "x"}\n{"text": "no id"}\n')
+    with pytest.raises(DatasetError, match=r"queries.jsonl:2:"):
+        load(root, "test")

@@ -47,6 +47,7 @@ def test_a_tiny_dataset_is_scored_end_to_end_and_the_throwaway_org_is_gone(
     assert "cross-encoder" in report["skipped"]["hybrid+rerank"]
     assert "hybrid+rerank: skipped" in out
     assert re.search(r"^bm25\s+\d\.\d{4}", out, re.MULTILINE), out  # the table
+    assert "by query type" not in out  # an untyped set reports as before
 
     run = EvalRun.objects.get(public_id=report["run_id"])
     assert re.fullmatch(r"[0-9a-f]{64}", run.config_hash)
@@ -97,7 +98,8 @@ def test_fail_below_is_a_quality_gate(tiny, index_dir):
 @pytest.mark.parametrize("args, message", [
     (["--fail-below", "ndcg@11=0.5"], "metric must be one of"),
     (["--fail-below", "p95_ms=100"], "metric must be one of"),
-    (["--fail-below", "ndcg@10"], "expected [PIPELINE.]METRIC=VALUE"),
+    (["--fail-below", "ndcg@10"], "expected [PIPELINE.][TYPE.]METRIC=VALUE"),
+    (["--fail-below", "hybrid..mrr@10=0.5"], "empty query type"),
     (["--pipelines", "bm25,colbert"], "unknown pipeline"),
     (["--compare-to", "eval_nosuchrun"], "no evaluation run"),
     (["--split", "dev"], "no qrels/dev.tsv"),
@@ -187,3 +189,44 @@ def test_cleanup_runs_when_the_run_is_interrupted(tiny, index_dir, monkeypatch):
     assert not Organization.objects.filter(slug__startswith="eval-").exists()
     assert not Fragment.objects.exists()
     assert not any(index_dir.glob("org-*"))
+
+
+def test_typed_queries_break_every_metric_down_by_type(make_dataset, index_dir, tmp_path,
+                                                       capsys):
+    # q1 names a made-up identifier; q4 is left untyped on purpose.
+    dataset = make_dataset("typed", types={"q1": "id", "q2": "nl", "q3": "nl", "q5": "nl"})
+    out_file = tmp_path / "t.json"
+    out = run_eval(dataset, "--pipelines", "bm25,hybrid", "--json", str(out_file),
+                   capsys=capsys)
+    report = json.loads(out_file.read_text())
+
+    for pipeline in ("bm25", "hybrid"):
+        values = report["pipelines"][pipeline]
+        by_type = values["by_type"]
+        assert set(values) == METRICS | {"by_type"}
+        assert {k: v["queries"] for k, v in by_type.items()} == {"id": 1, "nl": 3,
+                                                                 "(untyped)": 1}
+        per_query = report["per_query"][pipeline]
+        assert per_query["q2"]["type"] == "nl" and per_query["q4"]["type"] == "(untyped)"
+        for kind, members in {"id": ["q1"], "nl": ["q2", "q3", "q5"],
+                              "(untyped)": ["q4"]}.items():
+            assert set(by_type[kind]) == METRICS | {"queries"}
+            for metric in ("ndcg@10", "recall@10", "recall@100", "mrr@10"):
+                mean = sum(per_query[q][metric] for q in members) / len(members)
+                assert by_type[kind][metric] == pytest.approx(mean, abs=1e-4), (kind, metric)
+    assert report["pipelines"]["bm25"]["by_type"]["id"]["mrr@10"] == 1.0
+    assert re.search(r"^hybrid by query type\ntype\s", out, re.MULTILINE), out
+    assert re.search(r"^nl\s+\d\.\d{4}.*\s3$", out, re.MULTILINE), out
+    # The stored run keeps the breakdown (for --compare-to).
+    run = EvalRun.objects.get(public_id=report["run_id"])
+    assert run.metrics["hybrid"]["by_type"]["nl"]["queries"] == 3
+
+    # A gate can name a type; a type the set lacks fails rather than passing silently.
+    call_command("eval", str(dataset), "--pipelines", "bm25", "--fail-below",
+                 "bm25.id.mrr@10=1.0")
+    with pytest.raises(CommandError) as failed:
+        call_command("eval", str(dataset), "--pipelines", "bm25", "--fail-below",
+                     "bm25.error.mrr@10=0.1")
+    assert failed.value.returncode == 1
+    assert "bm25.error.mrr@10: no query of type 'error'" in capsys.readouterr().err
+    assert not Organization.objects.filter(slug__startswith="eval-").exists()

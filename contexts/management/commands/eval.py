@@ -1,6 +1,6 @@
 """``manage.py eval DATASET_DIR [--split test] [--pipelines bm25,dense,hybrid,hybrid+rerank]
 [--ignore-identical-ids] [--json OUT] [--limit N] [--chunk] [--compare-to RUN_ID]
-[--fail-below [PIPELINE.]METRIC=VALUE ...]``.
+[--fail-below [PIPELINE.][TYPE.]METRIC=VALUE ...]``.
 
 Scores retrieval on a BEIR-layout dataset through the real ingestion and retrieval code (see
 ``docs/evaluation.md``). Exit status 1 when a ``--fail-below`` gate fails — a CI quality gate.
@@ -37,8 +37,9 @@ class Command(BaseCommand):
         parser.add_argument("--compare-to", help="public id of an earlier run (eval_…): show "
                                                  "the change of every metric")
         parser.add_argument("--fail-below", action="append", default=[],
-                            metavar="[PIPELINE.]METRIC=VALUE",
-                            help="exit 1 when the metric is below VALUE (repeatable)")
+                            metavar="[PIPELINE.][TYPE.]METRIC=VALUE",
+                            help="exit 1 when the metric (over the queries of metadata.type "
+                                 "TYPE, when given) is below VALUE (repeatable)")
 
     def handle(self, *args, dataset: str, split: str, pipelines: str,
                ignore_identical_ids: bool, json_out: str | None, limit: int | None,
@@ -107,6 +108,13 @@ class Command(BaseCommand):
             out.write(table(rows, baseline=baseline.metrics if baseline else None))
         for name, reason in report.skipped.items():
             out.write(f"{name}: skipped — {reason}")
+        for name, result in report.pipelines.items():
+            if result.by_type:
+                out.write(f"\n{name} by query type")
+                baseline_types = ((baseline.metrics or {}).get(name, {}).get("by_type")
+                                  if baseline else None)
+                out.write(table(result.by_type, first="type", baseline=baseline_types,
+                                extra=("queries",)))
         for name, result in report.pipelines.items():
             if result.per_scope:
                 out.write(f"\n{name} by scope")
