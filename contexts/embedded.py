@@ -498,6 +498,7 @@ class EmbeddedRedis:
 # Tables, partitions, views, free-standing sequences and functions in ``public`` that the
 # superuser owns (an earlier `make run` migrated as it) go to the owner role. Sequences of
 # identity and serial columns follow their table; pgvector's objects stay the extension's.
+# (A partition depends on its parent "automatically" too, but is a table of its own.)
 HAND_OVER_TO_OWNER = f"""
 DO $$
 DECLARE item record;
@@ -508,7 +509,8 @@ BEGIN
         WHERE n.nspname = 'public' AND c.relowner = '{PG_SUPERUSER}'::regrole
           AND c.relkind IN ('r', 'p', 'v', 'm', 'f', 'S')
           AND NOT EXISTS (SELECT 1 FROM pg_depend d WHERE d.classid = 'pg_class'::regclass
-                          AND d.objid = c.oid AND d.deptype IN ('e', 'a', 'i'))
+                          AND d.objid = c.oid AND (d.deptype = 'e' OR (c.relkind = 'S'
+                          AND d.deptype IN ('a', 'i'))))
     LOOP
         EXECUTE format('ALTER TABLE %s OWNER TO {PG_OWNER_ROLE}', item.name);
     END LOOP;
