@@ -15,7 +15,7 @@ from rest_framework.response import Response
 
 from accounts.scopes import ScopeDenied, readable_scopes, retrieval_scopes
 from contexts.api.after_response import drain_for_request, run_after_response
-from contexts.api.early import early_embedding, started_embedding
+from contexts.api.early import started_embedding
 from contexts.api.schema import AUTH, BODY, errors
 from contexts.api.scoping import SCOPE_REFUSED, resolve_chain
 from contexts.api.throttling import AgentRateThrottle
@@ -181,9 +181,11 @@ def retrieve_for(principal, data: dict,
 @api_view(["POST"])
 @throttle_classes([AgentRateThrottle])
 def retrieve_view(request: Request) -> Response:
-    embedding = started_embedding(request._request) or early_embedding(request.data)
     data = RetrieveRequestSerializer(data=request.data)
     data.is_valid(raise_exception=True)
+    # Started by the middleware (a credential seen authenticating), or by retrieve_for once
+    # the body is valid: an invalid body costs no forward pass of the view's own.
+    embedding = started_embedding(request._request)
     writes: list[Callable[[], None]] = []
     result = retrieve_for(request.user, data.validated_data, defer=writes.append,
                           embedding=embedding, meanwhile=drain_for_request)

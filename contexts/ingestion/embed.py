@@ -9,17 +9,19 @@ an unknown id fails with a clear error instead of a network call.
 from __future__ import annotations
 
 import signal
+import socket
 import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 from importlib import metadata
-from multiprocessing.connection import Connection
 from pathlib import Path
 
 import numpy as np
 from django.conf import settings
+
+from contexts import frames
 
 PACKAGED_MODELS = {
     # id → (package that ships it, distribution name for its version)
@@ -99,25 +101,32 @@ def encode_query_with(specs: Sequence[ModelSpec], text: str) -> list[np.ndarray]
     return [_load(spec.location, spec.name, spec.version).encode_query(text) for spec in specs]
 
 
-def serve_queries(conn: Connection) -> None:
+def serve_queries(sock: socket.socket) -> None:
     """The query-encoder child's loop (``contexts.retrieval.query_encoder``):
-    ``(ticket, specs, text)`` in, ``(ticket, vectors | error, done_at)`` out, in order.
-    ``done_at`` is ``time.monotonic()``, which every process on the machine shares.
+    ``(ticket, specs, text)`` in, ``(ticket, vectors | error, done_at)`` out, in order, as
+    ``contexts.frames`` frames. ``done_at`` is ``time.monotonic()``, which every process on the
+    machine shares. The child blocks on its socket; the parent bounds its own side.
 
     Signals meant for the web server's process group (Ctrl-C, a stop) are left to the parent:
-    the child ends when the parent closes the pipe or dies, so it never dies mid-answer."""
+    the child ends when the parent closes the socket or dies, so it never dies mid-answer."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    while True:
-        try:
-            ticket, specs, text = conn.recv()
-        except (EOFError, OSError):
-            return  # the web process is gone
-        try:
-            answer: list[np.ndarray] | BaseException = encode_query_with(specs, text)
-        except Exception as exc:  # noqa: BLE001 - reported to the caller, who falls back
-            answer = exc
-        conn.send((ticket, answer, time.monotonic()))
+    with sock:
+        while True:
+            try:
+                ticket, specs, text = frames.recv(sock)
+            except (EOFError, OSError):
+                return  # the web process is gone
+            try:
+                answer: list[np.ndarray] | BaseException = encode_query_with(specs, text)
+            except Exception as exc:  # noqa: BLE001 - reported to the caller, who falls back
+                answer = exc
+            try:
+                frames.send(sock, (ticket, answer, time.monotonic()))
+            except OSError:
+                return
+            except Exception:  # noqa: BLE001 - an error that does not pickle: say so instead
+                frames.send(sock, (ticket, RuntimeError(repr(answer)), time.monotonic()))
 
 
 def load_embedder(name_or_path: str) -> Embedder:

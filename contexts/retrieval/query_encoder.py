@@ -8,24 +8,31 @@ entry point loads (``warm``) or on first use, holding its own copy of the model 
 in parallel. ``CONTEXTS_QUERY_ENCODER=thread`` keeps everything in-process (less memory, no
 child).
 
-The child is driven over one pipe, written and read by the request's own thread: no helper
-thread stands between them. (A ``ProcessPoolExecutor`` hands each call to its feeder thread,
-which needs the GIL while the request thread is busy resolving scopes: measured, the child
-started 8.5 ms after the submit; over the pipe, 0.2 ms.)
+The child is driven over one socket pair, written and read by the request's own thread: no
+helper thread stands between them. (A ``ProcessPoolExecutor`` hands each call to its feeder
+thread, which needs the GIL while the request thread is busy resolving scopes: measured, the
+child started 8.5 ms after the submit; over the pipe, 0.2 ms.)
 
-If the child dies or stops answering, the request embeds in-process instead and the next one
-spawns a new child.
+Every send and every wait for an answer is bounded, answers nobody waits for are read and
+dropped, and no more than ``IN_FLIGHT`` queries are ever unanswered (see :class:`Child`):
+refused or invalid requests, whose queries are sent before they are refused, once filled the
+pipe until the child stopped reading and the process hung for good (red team finding 2). If
+the child dies or misses a bound, the request embeds in-process instead and the next one spawns
+a new child.
 """
 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import itertools
 import logging
 import multiprocessing
 import os
+import socket
 import threading
 import time
+from collections import deque
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 
@@ -33,15 +40,25 @@ import numpy as np
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
+from contexts import frames
 from contexts.ingestion.embed import ModelSpec, encode_query_with, resolve_model, serve_queries
 
 logger = logging.getLogger(__name__)
 
 MODES = ("process", "thread")
-# Seconds: a child this late is treated as hung. Generous, because the first answer includes
-# loading torch and the model, which took over 30 s with four children starting on two
-# busy cores; a dead child is noticed at once (its pipe closes).
-ANSWER_TIMEOUT = 120.0
+# Seconds: a child this late with its first answer is treated as hung. Generous, because that
+# answer includes loading torch and the model, which took over 30 s with four children starting
+# on two busy cores; a dead child is noticed at once (its socket closes).
+LOAD_TIMEOUT = 120.0
+# Seconds for each later answer: a forward pass takes ~15 ms, and at most IN_FLIGHT are queued.
+ANSWER_TIMEOUT = 10.0
+# Seconds for a send: the socket has room for IN_FLIGHT queries, so only a child that stopped
+# reading ever makes a send wait.
+SEND_TIMEOUT = 2.0
+# Queries sent and not yet answered, at most. A sender that would exceed it reads first, so the
+# child never has more than this many answers (a few KB each) to write: well within the
+# socket's buffer, which it therefore never fills.
+IN_FLIGHT = 8
 
 # Embedder.encode serialises forward passes per model, so more threads would only queue.
 _threads = ThreadPoolExecutor(max_workers=2, thread_name_prefix="embed-query")
@@ -59,13 +76,27 @@ class ChildDied(Exception):
 
 
 class Child:
-    """One spawned encoder process; any thread may submit, answers come back in order."""
+    """One spawned encoder process; any thread may submit, answers come back in order.
+
+    It is driven over a socket pair with length-prefixed frames (``contexts.frames``) so that
+    nothing waits on it without a bound: a send gives up after ``SEND_TIMEOUT``, a wait for the
+    next answer after ``ANSWER_TIMEOUT`` (``LOAD_TIMEOUT`` for one that may include loading torch
+    and a model). A child that misses a bound is killed and marked broken; the request embeds
+    in-process and the next one spawns a new child.
+
+    Answers nobody waits for (a refused or invalid request abandons its ticket) are read and
+    dropped before each send, and at most ``IN_FLIGHT`` tickets are ever unanswered: a sender
+    that would exceed that reads first. So the child never has more than a few small answers to
+    write, and can always write them — it never stops reading because its own writes block.
+    """
 
     def __init__(self) -> None:
         # spawn, not fork: a forked child would share the parent's database connections and
         # torch's thread pools.
         context = multiprocessing.get_context("spawn")
-        self._conn, child_end = context.Pipe()
+        self._reader, child_end = socket.socketpair()
+        # Sending and receiving threads each set their own timeouts: two socket objects.
+        self._writer = self._reader.dup()
         self.process = context.Process(target=serve_queries, args=(child_end,), daemon=True,
                                        name="contexts-query-encoder")
         self.process.start()
@@ -73,60 +104,148 @@ class Child:
         self.owner = os.getpid()  # a child does not survive a fork of its parent
         self._tickets = itertools.count()
         self._send_lock = threading.Lock()
-        # Reentrant: an abandoned Pending's __del__ may run in a thread that holds it.
-        self._receive_lock = threading.RLock()
+        # Not reentrant on purpose: an abandoned Pending's __del__ may run in a thread that is
+        # mid-frame, and must then skip reading rather than read inside that frame.
+        self._receive_lock = threading.Lock()
         self._answers: dict[int, tuple[object, float]] = {}
         self._unwanted: set[int] = set()
+        # Tickets given up by their requests; appended without a lock (from __del__), settled
+        # by whoever reads next.
+        self._abandoned: deque[int] = deque()
+        self._sent = 0       # under the send lock; also the next ticket's number
+        self._received = 0   # under the receive lock; also the next answer's ticket
+        # Models the child has been asked for, and the last ticket that asks for a new one:
+        # answers up to it may include loading a model, and get LOAD_TIMEOUT.
+        self._models: set[ModelSpec] = set()
+        self._loading_through = -1
         self.broken = False
+
+    def in_flight(self) -> int:
+        """Tickets sent whose answer has not been read off the socket."""
+        return self._sent - self._received
+
+    def _answer_timeout(self) -> float:
+        """The bound on the wait for the next answer (answers come in ticket order)."""
+        return LOAD_TIMEOUT if self._received <= self._loading_through else ANSWER_TIMEOUT
+
+    def _fail(self, why: object) -> ChildDied:
+        """Give up on this child: a stream that timed out may be mid-frame, so it is never used
+        again. Killed here (it may be stopped, or stuck); the next request spawns a new one."""
+        self.broken = True
+        with contextlib.suppress(OSError):
+            self.process.kill()
+        return ChildDied(str(why))
 
     def submit(self, specs: Sequence[ModelSpec], text: str, *, wanted: bool = True) -> int:
         with self._send_lock:
+            if self.broken:
+                raise ChildDied("broken")
+            self._make_room()
             ticket = next(self._tickets)
             if not wanted:
-                self._unwanted.add(ticket)
+                self._abandoned.append(ticket)
+            if not self._models.issuperset(specs):
+                self._models.update(specs)
+                self._loading_through = ticket
+            self._sent += 1
             try:
-                self._conn.send((ticket, list(specs), text))
-            except (OSError, ValueError) as exc:
-                self.broken = True
-                raise ChildDied(str(exc)) from exc
+                frames.send(self._writer, (ticket, list(specs), text),
+                            time.monotonic() + SEND_TIMEOUT)
+            except (frames.FrameTimeout, OSError, ValueError) as exc:
+                raise self._fail(exc) from exc
         return ticket
+
+    def _make_room(self) -> None:
+        """Called holding the send lock: read what answers are waiting (nobody else may), and
+        if ``IN_FLIGHT`` tickets are unanswered, wait (bounded) for the oldest."""
+        full = self.in_flight() >= IN_FLIGHT
+        if not full and not frames.readable(self._reader):
+            return  # the common case: one poll, nothing to read
+        if not self._receive_lock.acquire(timeout=self._answer_timeout() if full else 0):
+            if full:
+                raise ChildDied("the encoder is busy")  # its reader will give up in time
+            return  # another thread is reading, and drains as it goes
+        try:
+            self._drain()
+            while self.in_flight() >= IN_FLIGHT:
+                self._receive_one(time.monotonic() + self._answer_timeout())
+        except (frames.FrameTimeout, EOFError, OSError, ValueError) as exc:
+            raise self._fail(exc) from exc
+        finally:
+            self._receive_lock.release()
+
+    def _drain(self) -> None:
+        """Holding the receive lock: read every answer that is already there."""
+        while not self.broken and frames.readable(self._reader):
+            # A frame that has started arrives whole at once (the child writes it in one go).
+            self._receive_one(time.monotonic() + ANSWER_TIMEOUT)
+
+    def _receive_one(self, deadline: float) -> None:
+        """Holding the receive lock: read the next answer and keep it, unless it is
+        unwanted."""
+        if self.broken:
+            raise EOFError("broken")
+        got, payload, done_at = frames.recv(self._reader, deadline)
+        self._received += 1
+        self._settle()
+        if got in self._unwanted:
+            self._unwanted.discard(got)
+        else:
+            self._answers[got] = (payload, done_at)
+
+    def _settle(self) -> None:
+        while self._abandoned:
+            ticket = self._abandoned.popleft()
+            if self._answers.pop(ticket, None) is None:
+                self._unwanted.add(ticket)
 
     def answer(self, ticket: int) -> tuple[list[np.ndarray], float]:
         """The vectors for ``ticket`` and when the child finished them (monotonic)."""
-        with self._receive_lock:  # one reader; answers for other threads are kept for them
-            while ticket not in self._answers:
-                try:
-                    if self.broken or not self._conn.poll(ANSWER_TIMEOUT):
-                        self.broken = True  # hung: the next request gets a new child
-                        raise ChildDied("no answer")
-                    got, payload, done_at = self._conn.recv()
-                except (EOFError, OSError) as exc:
-                    self.broken = True
-                    raise ChildDied(str(exc)) from exc
-                if got in self._unwanted:
-                    self._unwanted.discard(got)
-                else:
-                    self._answers[got] = (payload, done_at)
-            payload, done_at = self._answers.pop(ticket)
+        while ticket not in self._answers:  # answers for other threads are kept for them
+            if not self._receive_lock.acquire(timeout=self._answer_timeout()):
+                raise ChildDied("another reader is stuck")  # it gives up on the child
+            try:
+                if ticket not in self._answers:
+                    self._receive_one(time.monotonic() + self._answer_timeout())
+            except (frames.FrameTimeout, EOFError, OSError, ValueError) as exc:
+                raise self._fail(exc) from exc
+            finally:
+                self._receive_lock.release()
+        payload, done_at = self._answers.pop(ticket)
         if isinstance(payload, BaseException):
             raise payload
         return payload, done_at
 
     def abandon(self, ticket: int) -> None:
-        """Nobody will ask for ``ticket`` (e.g. the request failed validation): drop its answer
-        whether it came in already or not."""
-        with self._receive_lock:
-            if self._answers.pop(ticket, None) is None:
-                self._unwanted.add(ticket)
+        """Nobody will ask for ``ticket`` (e.g. the request was refused): drop its answer whether
+        it came in already or not, and read what is waiting if no one else is reading."""
+        self._abandoned.append(ticket)
+        if self.broken or not self._receive_lock.acquire(blocking=False):
+            return  # a reader (maybe this very thread, mid-frame) settles it
+        try:
+            self._settle()
+            self._drain()
+        except (frames.FrameTimeout, EOFError, OSError, ValueError) as exc:
+            self._fail(exc)
+        finally:
+            self._receive_lock.release()
 
     def close(self, *, wait: float = 0.0) -> None:
-        """Stop the child: it exits on its own once the pipe closes; killed if it has not
+        """Stop the child: it exits on its own once the socket closes; killed if it has not
         after ``wait`` seconds."""
         self.broken = True
-        self._conn.close()
+        with contextlib.suppress(OSError):
+            self._reader.shutdown(socket.SHUT_RDWR)  # also wakes a thread waiting to read
         self.process.join(wait)
         if self.process.is_alive():
             self.process.kill()
+            self.process.join(1.0)
+        # Closed under their locks: a thread still using a socket must not find its
+        # descriptor number reused by another file.
+        for sock, lock in ((self._reader, self._receive_lock), (self._writer, self._send_lock)):
+            if lock.acquire(timeout=1.0):
+                sock.close()
+                lock.release()
 
 
 _child: Child | None = None
@@ -185,8 +304,9 @@ class Pending:
                 self._child = child()
                 self._ticket = self._child.submit(self.specs, text)
                 return
-            except ChildDied:
-                logger.warning("query encoder process unavailable; embedding in-process")
+            except ChildDied as exc:
+                logger.warning("query encoder process unavailable (%s); embedding in-process",
+                               exc)
                 self._child = None
         self._future = _threads.submit(encode_query_with, self.specs, text)
         self._future.add_done_callback(self._stamp)
@@ -209,8 +329,9 @@ class Pending:
             ticket, self._ticket = self._ticket, None  # answered: nothing to abandon
             try:
                 return self._child.answer(ticket)
-            except ChildDied:
-                logger.warning("query encoder process died or hung; embedding in-process")
+            except ChildDied as exc:
+                logger.warning("query encoder process died or hung (%s); embedding in-process",
+                               exc)
                 return encode_query_with(self.specs, self.text), time.monotonic()
         assert self._future is not None
         vectors = self._future.result()
