@@ -73,14 +73,17 @@ class Readable(frozenset):
     org_of: dict[int, int]                 # scope id → organization id
     context_children: dict[int, set[int]]  # scope id → its context scopes
     subscriptions: dict[int, set[int]]     # subscriber scope → published context scopes
+    repository_scopes: frozenset[int]      # the repository scopes among the rows read
 
     def __new__(cls, ids: Iterable[int], org_of: dict[int, int],
                 context_children: dict[int, set[int]],
-                subscriptions: dict[int, set[int]]) -> Readable:
+                subscriptions: dict[int, set[int]],
+                repository_scopes: Iterable[int] = ()) -> Readable:
         readable = super().__new__(cls, ids)
         readable.org_of = org_of
         readable.context_children = context_children
         readable.subscriptions = subscriptions
+        readable.repository_scopes = frozenset(repository_scopes)
         return readable
 
     @property
@@ -90,6 +93,12 @@ class Readable(frozenset):
         if unknown:
             self.org_of.update(Scope.objects.filter(id__in=unknown).values_list("id", "org_id"))
         return frozenset(self.org_of[s] for s in self if s in self.org_of)
+
+    def repositories(self, org_id: int) -> frozenset[int]:
+        """The scopes of the repositories of ``org_id`` that the principal reads (what
+        ``"repo_id": "*"`` searches besides the organization-wide scope)."""
+        return frozenset(s for s in self.repository_scopes
+                         if s in self and self.org_of.get(s) == org_id)
 
     def subscribed(self, scope_ids: Collection[int]) -> set[int]:
         """Scopes of the published contexts that any of ``scope_ids`` (within this set)
@@ -146,8 +155,11 @@ def _close_over(roots: set[int] | None, orgs: set[int] | None = None) -> Readabl
     children: dict[int, list[int]] = defaultdict(list)
     context_children: dict[int, set[int]] = defaultdict(set)
     org_of: dict[int, int] = {}
+    repository_scopes: set[int] = set()
     for scope_id, parent_id, org_id, kind in rows:
         org_of[scope_id] = org_id
+        if kind == "repo":
+            repository_scopes.add(scope_id)
         if parent_id is not None:
             children[parent_id].append(scope_id)
             if kind == "context":
@@ -166,7 +178,8 @@ def _close_over(roots: set[int] | None, orgs: set[int] | None = None) -> Readabl
         # Only what the readable scopes themselves subscribe to.
         subscriptions = {s: c for s, c in subscriptions.items() if s in readable}
     subscribed = {c for s in readable for c in subscriptions.get(s, ())}
-    return Readable(readable | subscribed, org_of, dict(context_children), subscriptions)
+    return Readable(readable | subscribed, org_of, dict(context_children), subscriptions,
+                    repository_scopes)
 
 
 @overload

@@ -68,8 +68,11 @@ INSTRUCTIONS = (
     "Contexts is the system of record for what coding agents need to know about an "
     "organization's repositories. Call `retrieve` with the task as the query and your scope "
     "(org_id, repo_id, optionally persona_id and session_id) to get a cited context bundle "
-    "within a token budget. At the end of a session, `write_session_fragment` stores a short "
-    "summary in the session. Tell Contexts which fragments helped (or hurt) with `feedback`. "
+    "within a token budget; repo_id \"*\" searches the organization-wide fragments and every "
+    "repository you can read, and an empty answer's `hint` says where readable fragments "
+    "are when they lie outside the scope you asked for. At the end of a session, "
+    "`write_session_fragment` stores a short summary in the session. Tell Contexts which "
+    "fragments helped (or hurt) with `feedback`. "
     "Errors come back as JSON: {\"error\": {\"code\", \"message\", \"field\"}}."
 )
 
@@ -89,7 +92,10 @@ class RetrievalScope(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     org_id: Annotated[str, Field(description="organization public id or slug")]
-    repo_id: Annotated[str | None, Field(description="repository public id or slug")] = None
+    repo_id: Annotated[str | None, Field(
+        description='repository public id or slug; "*": the organization-wide fragments plus '
+                    "every repository you can read; absent: the organization-wide fragments "
+                    "only")] = None
     persona_id: Annotated[str | None, Field(description="persona public id or slug")] = None
     session_id: Annotated[str | None, Field(
         description="session public id or external id: adds that session's fragments")] = None
@@ -191,7 +197,8 @@ server = MCPServer(
     description=(
         "Retrieve a cited, scope-safe context bundle for a query within a token budget "
         "(the same as POST /api/contexts/retrieve). Returns fragments (id, text, score, "
-        "source citation, kind, …), trace_id, reranker and tokens_used."
+        "source citation, kind, …), trace_id, reranker, tokens_used, and a hint when nothing "
+        "came back but fragments you can read lie elsewhere in the organization."
     ),
 )
 async def retrieve(

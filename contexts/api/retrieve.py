@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 
 from django.conf import settings
@@ -16,10 +17,12 @@ from rest_framework.response import Response
 from accounts.scopes import ScopeDenied, readable_scopes, retrieval_scopes
 from contexts.api.after_response import drain_for_request, run_after_response
 from contexts.api.early import started_embedding
+from contexts.api.org_scope import ALL_REPOSITORIES, Plan, is_wide, scope_hint, wide_chain
 from contexts.api.schema import AUTH, BODY, errors
 from contexts.api.scoping import SCOPE_REFUSED, resolve_chain
 from contexts.api.throttling import AgentRateThrottle
 from contexts.api.validation import StrictSerializer
+from contexts.ids import PUBLIC_ID, SLUG
 from contexts.retrieval import RetrievalRequest, RetrievalResult, dense, retrieve
 from contexts.retrieval.types import ComposedFragment
 
@@ -31,10 +34,25 @@ def finite(value: float) -> None:
         raise ValidationError("must be a finite number")
 
 
+_REPOSITORY_REF = re.compile(f"{PUBLIC_ID}|{SLUG}|{re.escape(ALL_REPOSITORIES)}")
+
+
+def repository_ref(value: str) -> None:
+    # A value that can name nothing ("**", "web/*") is the caller's mistake: a 400 naming the
+    # field, not the 403 of a repository that might exist.
+    if _REPOSITORY_REF.fullmatch(value) is None:
+        raise ValidationError('must be a repository id or slug, or "*" for every repository '
+                              "you can read")
+
+
 class ScopeSerializer(StrictSerializer):
     org_id = serializers.CharField(max_length=64, help_text="public id or slug")
-    repo_id = serializers.CharField(max_length=64, required=False, allow_blank=True,
-                                    allow_null=True)
+    repo_id = serializers.CharField(
+        max_length=64, required=False, allow_blank=True, allow_null=True,
+        validators=[repository_ref],
+        help_text='public id or slug; "*": the organization-wide fragments plus every '
+                  "repository of the organization the caller may read; absent: the "
+                  "organization-wide fragments only")
     persona_id = serializers.CharField(max_length=64, required=False, allow_blank=True,
                                        allow_null=True)
     session_id = serializers.CharField(max_length=120, required=False, allow_blank=True,
@@ -78,6 +96,10 @@ class FragmentOutSerializer(serializers.Serializer):
     pinned = serializers.BooleanField()
     negative = serializers.BooleanField()
     heading_path = serializers.ListField(child=serializers.CharField())
+    symbol = serializers.CharField(
+        allow_blank=True,
+        help_text="qualified name of the definition the fragment holds or is cut from "
+                  "(`QuerySet.bulk_create`, also for part 3 of a long method); empty for prose")
     text = serializers.CharField()
 
 
@@ -90,6 +112,11 @@ class RetrieveResponseSerializer(serializers.Serializer):
         child=serializers.CharField(),
         help_text="leg → a stable code saying why it did not run (`lexical_index_unavailable`: "
                   "the answer came from the dense leg alone); empty when every leg ran")
+    hint = serializers.CharField(
+        allow_null=True,
+        help_text="set only when no fragment came back while the caller reads fragments "
+                  "elsewhere in the organization: how many, and how to widen the scope (e.g. "
+                  '`"repo_id": "*"`); counts only what the caller may read; null otherwise')
 
 
 def fragment_payload(item: ComposedFragment) -> dict:
@@ -111,6 +138,7 @@ def fragment_payload(item: ComposedFragment) -> dict:
         "pinned": item.candidate.pinned,
         "negative": fragment.negative,
         "heading_path": list(fragment.heading_path),
+        "symbol": fragment.symbol,
         "text": item.text,
     }
 
@@ -122,26 +150,38 @@ def response_payload(result: RetrievalResult) -> dict:
         "reranker": result.reranker,
         "tokens_used": sum(item.tokens for item in result.fragments),
         "degraded": result.degraded,
+        "hint": result.hint,
     }
 
 
 def build_request(principal, data: dict) -> RetrievalRequest:
     """Validated API input → a retrieval request over the principal's effective scopes."""
+    return plan_request(principal, data).request
+
+
+def plan_request(principal, data: dict) -> Plan:
+    """:func:`build_request`, with what the empty answer's hint needs (no further query)."""
     readable = readable_scopes(principal)  # once per request
-    found = resolve_chain(data["scope"], readable)
+    scope = data["scope"]
+    wide = is_wide(scope)
+    found = resolve_chain({**scope, "repo_id": None} if wide else scope, readable)
     org = found["org"]
     persona = found.get("persona")
     chain = [found[kind].scope_id for kind in ("session", "persona", "repo") if kind in found]
+    if wide:
+        # Every repository it reads and the organization-wide scope if it reads that: taken
+        # from the readable set, so "*" can never ask for a scope that would be refused.
+        chain += wide_chain(readable, org.pk, org.scope_id)
     # org_id names the namespace; organization-wide knowledge joins the chain when the
     # principal may read it (a token bound to one repository may not). Asked for alone, it
     # must be readable like any other requested scope.
-    if not chain or org.scope_id in readable:
+    elif not chain or org.scope_id in readable:
         chain.append(org.scope_id)
     try:
         effective = retrieval_scopes(principal, chain, known=readable)
     except ScopeDenied:
         raise PermissionDenied(SCOPE_REFUSED) from None
-    return RetrievalRequest(
+    request = RetrievalRequest(
         query=data["query"], org_id=org.pk, scope_ids=effective, chain=tuple(chain),
         budget_tokens=data["budget_tokens"], k_lexical=data["k_lexical"],
         k_dense=data["k_dense"], rerank_top=data["rerank_top"],
@@ -150,6 +190,7 @@ def build_request(principal, data: dict) -> RetrievalRequest:
         as_of=data.get("as_of"), reranker=data.get("reranker"),
         persona_id=persona.pk if persona else None,
     )
+    return Plan(request, principal, readable, scope, org.scope_id)
 
 
 def retrieve_for(principal, data: dict,
@@ -162,12 +203,15 @@ def retrieve_for(principal, data: dict,
     ``retrieve``."""
     if embedding is None or embedding.query != data["query"]:
         embedding = dense.QueryEmbedding(data["query"])
-    request = build_request(principal, data)
+    plan = plan_request(principal, data)
     try:
-        return retrieve(request, principal=principal, embedding=embedding, defer=defer,
-                        meanwhile=meanwhile)
+        result = retrieve(plan.request, principal=principal, embedding=embedding, defer=defer,
+                          meanwhile=meanwhile)
     except ValueError as exc:  # e.g. a cross-encoder asked for but not configured
         raise ValidationError({"reranker": [str(exc)]}) from exc
+    if not result.fragments:  # only an empty answer pays for the hint's one COUNT
+        result.hint = scope_hint(plan)
+    return result
 
 
 @extend_schema(

@@ -96,7 +96,9 @@ def _optional_float(label: str, **kwargs) -> forms.FloatField:
 
 class SearchForm(ConsoleForm):
     query = forms.CharField(max_length=settings.RETRIEVAL["max_query_chars"])
-    repo = forms.ChoiceField(label="Repository", required=False)
+    repo = forms.ChoiceField(label="Repository", required=False, initial="*",
+                             help_text="all: the organization-wide fragments and every "
+                                       "repository you can read (the API's \"repo_id\": \"*\")")
     persona = forms.ChoiceField(required=False)
     session = forms.CharField(label="Session id", required=False, max_length=120,
                               help_text="public or external id")
@@ -124,10 +126,15 @@ class SearchForm(ConsoleForm):
             # Unset numbers take their defaults, so a bare ?query=… link works.
             data = data.copy()
             for name, field in self.base_fields.items():
+                if name == "repo":
+                    continue  # blank is a choice of its own ("organization-wide only")
                 if field.initial is not None and not data.get(name):
                     data[name] = field.initial
+            if "repo" not in data:
+                data["repo"] = self.base_fields["repo"].initial
         super().__init__(data)
-        self.fields["repo"].choices = [("", "— none —"),
+        self.fields["repo"].choices = [("*", "all repositories I can read"),
+                                       ("", "none — organization-wide only"),
                                        *((r.public_id, r.slug) for r in repos)]
         self.fields["persona"].choices = [("", "— none —"),
                                           *((p.public_id, p.slug) for p in personas)]

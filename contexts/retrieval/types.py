@@ -173,3 +173,6 @@ class RetrievalResult:
     trace_id: str | None = None
     # leg → reason, for a requested leg that could not run (the answer came from the others).
     degraded: dict[str, str] = field(default_factory=dict)
+    # Set by the API for an empty answer: where the caller's readable fragments are instead
+    # (contexts.api.org_scope).
+    hint: str | None = None

@@ -317,6 +317,38 @@ def test_scopes_of_another_organization_are_refused(stack: Stack, cast: Cast, wo
     assert not Fragment.objects.filter(body="not mine to write").exists()
 
 
+def test_star_searches_every_readable_repository_and_an_empty_answer_hints(
+        stack: Stack, cast: Cast, world: World):
+    """``"repo_id": "*"`` and the ``hint`` over MCP: the REST semantics (tests/api/
+    test_org_wide_scope.py), through the served app."""
+    from tests.factories import RepositoryFactory
+
+    empty = RepositoryFactory(org=cast.org, slug="empty")
+    _, raw = create_token(cast.org, "two repos", [empty.scope, cast.repo.scope])
+    query = "why does the rate limiter drop requests?"
+
+    async def scenario(session: ClientSession):
+        tools = {tool.name: tool for tool in (await session.list_tools()).tools}
+        return (tools["retrieve"],
+                ok(await session.call_tool("retrieve", {"query": query, "scope": {
+                    "org_id": "acme", "repo_id": "empty"}})),
+                ok(await session.call_tool("retrieve", {"query": query, "scope": {
+                    "org_id": "acme", "repo_id": "*"}})),
+                error_of(await session.call_tool("retrieve", {"query": query, "scope": {
+                    "org_id": "acme", "repo_id": "**"}})))
+
+    tool, narrow, wide, bad = run(stack, raw, scenario)
+    described = tool.input_schema["$defs"]["RetrievalScope"]["properties"]["repo_id"]
+    assert '"*"' in described["description"]
+    assert ids(narrow) == [] and narrow["hint"] == (
+        "no fragments in repository 'empty'; 1 fragment you can read is elsewhere in "
+        "organization 'acme' — ask with \"repo_id\": \"*\" to search its organization-wide "
+        "fragments and every repository you can read")
+    # The token reads web and empty: the limiter, never the globex note or the session's.
+    assert ids(wide) == [world.limiter.public_id] and wide["hint"] is None
+    assert (bad["code"], bad["field"]) == ("invalid", "scope.repo_id")
+
+
 def test_invalid_input_is_a_tool_error_naming_the_field(stack: Stack, cast: Cast, world: World):
     async def scenario(session: ClientSession):
         calls = [

@@ -61,3 +61,42 @@ def test_viewers_get_no_pin_button_and_bad_input_is_a_form_error(cast, world):
 
 def test_a_stranger_cannot_search_another_organization(cast, world):
     assert client_for(cast.stranger).get(QUERY).status_code == 404
+
+
+# --- organization-wide scope (issue 19, item 6) -------------------------------------------------
+def test_the_repository_field_defaults_to_all_repositories_i_can_read(cast, world):
+    client = client_for(cast.lead)
+    form = client.get("/o/acme/search/").context["form"]
+    assert form["repo"].value() == "*"
+    assert list(form.fields["repo"].choices)[0] == ("*", "all repositories I can read")
+    # A bare ?query= link searches every repository the user reads and the org-wide scope.
+    response = client.get(QUERY)
+    got = {item["fragment"].public_id for item in response.context["items"]}
+    assert {world.repo_limiter.public_id, world.org_note.public_id,
+            world.other_repo_billing.public_id} <= got
+    assert not got & {world.globex_secret.public_id, world.session_note.public_id,
+                      world.persona_runbook.public_id}
+    # "Pin here" pins organization-wide, not in whichever repository came first.
+    assert response.context["pin_scope"] == cast.org.scope
+
+
+def test_none_is_still_the_organization_wide_scope_alone(cast, world):
+    response = client_for(cast.lead).get(QUERY + "&repo=")
+    assert response.context["form"]["repo"].value() == ""
+    got = {item["fragment"].public_id for item in response.context["items"]}
+    assert got == {world.org_note.public_id}
+
+
+def test_an_empty_answer_says_where_the_readable_fragments_are(cast, world):
+    from tests.factories import RepositoryFactory
+
+    empty = RepositoryFactory(org=cast.org, slug="empty")
+    response = client_for(cast.viewer).get(QUERY + f"&repo={empty.public_id}&min_score=1")
+    assert response.context["items"] == []
+    hint = response.context["result"].hint
+    # The viewer reads web, billing and the org-wide note: those count; the slug, not the id.
+    assert hint.startswith("nothing in repository 'empty' matched; 2 fragments you can read "
+                           "are elsewhere in organization 'acme' — choose \"all repositories "
+                           "I can read\" as the repository")
+    assert hint.replace('"', "&quot;") in response.content.decode() or \
+        hint.replace('"', "&quot;").replace("'", "&#x27;") in response.content.decode()

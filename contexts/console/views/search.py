@@ -10,7 +10,8 @@ from django.views.decorators.http import require_GET
 from rest_framework.exceptions import PermissionDenied as ScopeRefused
 
 from accounts.models import Scope
-from contexts.api.retrieve import build_request
+from contexts.api.org_scope import Plan, Wording, is_wide, scope_hint
+from contexts.api.retrieve import plan_request
 from contexts.console.forms import SearchForm
 from contexts.console.querysets import visible
 from contexts.console.rendering import render_page
@@ -21,6 +22,9 @@ from contexts.retrieval import RetrievalRequest, Weights, retrieve
 from contexts.retrieval.pipeline import resolve_weights
 
 WEIGHT_FIELDS = ("w_r", "w_f", "w_c", "w_p")
+CONSOLE_WORDING = Wording(
+    all_repositories='choose "all repositories I can read" as the repository',
+    persona_or_session="choose a persona or enter a session id")
 
 
 def _api_data(org, data: dict) -> dict:
@@ -59,22 +63,42 @@ def search(request: HttpRequest, slug: str) -> HttpResponse:
     if form.is_bound and form.is_valid():
         data = form.cleaned_data
         try:
-            retrieval = _with_weights(build_request(request.user, _api_data(org, data)), data)
+            plan = plan_request(request.user, _api_data(org, data))
         except ScopeRefused:
             form.add_error(None, "scope not found or not readable")
         else:
+            retrieval = _with_weights(plan.request, data)
             try:
                 result = retrieve(retrieval, principal=request.user)
             except ValueError as exc:  # e.g. a cross-encoder asked for but not configured
                 form.add_error("reranker", str(exc))
             else:
-                context.update(_result_context(seen, retrieval, result))
+                if not result.fragments:  # as the API answers: where the readable ones are
+                    result.hint = scope_hint(_in_words(plan, org, form), CONSOLE_WORDING)
+                context.update(_result_context(seen, plan, retrieval, result))
     return render_page(request, "console/search.html", "htmx/search_results.html", context,
                        target="search-results")
 
 
-def _result_context(seen, retrieval: RetrievalRequest, result) -> dict:
-    pin_scope = Scope.objects.get(pk=retrieval.chain[0])
+def _in_words(plan: Plan, org, form: SearchForm) -> Plan:
+    """The plan with the scope as the form shows it (slugs rather than public ids)."""
+    labels = dict(form.fields["repo"].choices) | dict(form.fields["persona"].choices)
+    words = {name: labels.get(value, value) if value and value != "*" else value
+             for name, value in plan.scope.items()}
+    return plan._replace(scope={**words, "org_id": org.slug})
+
+
+def _pin_scope_id(plan: Plan) -> int:
+    """The most specific scope named; for "all repositories" (no persona or session named)
+    the organization's, not whichever repository happens to come first."""
+    named = plan.scope.get("persona_id") or plan.scope.get("session_id")
+    if plan.request.chain and (named or not is_wide(plan.scope)):
+        return plan.request.chain[0]
+    return plan.org_scope_id
+
+
+def _result_context(seen, plan: Plan, retrieval: RetrievalRequest, result) -> dict:
+    pin_scope = Scope.objects.get(pk=_pin_scope_id(plan))
     ids = [item.fragment.pk for item in result.fragments]
     pinned_here = set(Pin.objects.filter(scope=pin_scope, fragment_id__in=ids)
                       .values_list("fragment_id", flat=True))
