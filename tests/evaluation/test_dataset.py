@@ -73,3 +73,18 @@ def test_query_types_come_from_beir_metadata(tmp_path):
     (root / "queries.jsonl").write_text('{"_id": "q1", "text": "x"}\n{"text": "no id"}\n')
     with pytest.raises(DatasetError, match=r"queries.jsonl:2:"):
         load(root, "test")
+
+
+def test_the_golden_dev_split_asks_other_questions_than_the_test_split():
+    # The dev split is what fusion models are fitted on (never test.tsv); it only helps if its
+    # queries are its own and every type is represented (docs/evaluation.md).
+    golden = Path(__file__).resolve().parent.parent / "golden"
+    dev, test = load(golden, "dev"), load(golden, "test")
+    assert dev.qrels and not set(dev.qrels) & set(test.qrels)
+    assert all(qid.startswith("dv-") for qid in dev.qrels)
+    texts = {dev.queries[qid] for qid in dev.qrels}
+    assert not texts & {test.queries[qid] for qid in test.qrels}
+    counts = {kind: sum(1 for qid in dev.qrels if dev.query_types.get(qid) == kind)
+              for kind in ("id", "error", "path", "nl")}
+    assert counts["id"] >= 25 and counts["error"] >= 25 and counts["path"] >= 25, counts
+    assert counts["nl"] >= 15 and sum(counts.values()) == len(dev.qrels), counts
