@@ -8,6 +8,7 @@ the tantivy index of one organization, ``embed_fragments`` for missing vectors.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Iterable, Sequence
 from functools import cache
 from pathlib import Path
@@ -23,9 +24,11 @@ from contexts.models import Embedding, EmbeddingGeneration, Fragment, FragmentSt
 from contexts.models.embeddings import GenerationState
 from contexts.search import (
     IndexSchemaMismatch,
+    IndexUnavailable,
     LexicalDoc,
     LexicalIndex,
     identifiers_from_text,
+    open_index,
 )
 
 logger = logging.getLogger(__name__)
@@ -153,16 +156,39 @@ def lexical_index(org: Organization | int) -> LexicalIndex:
 
 
 def lexical_doc(fragment: Fragment, source_paths: Iterable[str] = ()) -> LexicalDoc:
-    paths = " ".join(source_paths)
-    title = " ".join([*fragment.heading_path, fragment.title, fragment.symbol, paths]).strip()
+    """The fragment as the lexical index sees it: title lines the body does not already hold
+    (a chunk usually starts with its heading or its code header), the body, the identifiers it
+    uses, the definitions it holds and the paths it comes from."""
+    paths = [p for p in source_paths if p]
+    symbols = fragment_symbols(fragment)
+    lowered = fragment.body.lower()
+    title_lines = dict.fromkeys(line.strip() for line in (
+        " > ".join(fragment.heading_path), fragment.title) if line.strip())
+    title = "\n".join(line for line in title_lines if line.lower() not in lowered)
     return LexicalDoc(
         fragment_id=fragment.public_id,
         scope_ids=tuple(fragment.scope_ids),
         kind=fragment.kind,
         title=title,
         body=fragment.body,
-        identifiers=identifiers_from_text(f"{fragment.symbol} {paths} {fragment.body}"),
+        identifiers=identifiers_from_text(f"{' '.join(symbols)} {fragment.body}"),
+        symbols=" ".join(symbols),
+        paths=" ".join(paths),
     )
+
+
+def fragment_symbols(fragment: Fragment) -> list[str]:
+    """Qualified names of the definitions a code fragment holds: its symbol (the enclosing
+    definition of a part cut from a long one) and the others its chunk title lists
+    (`A.f, A.g +2 more (part 1/3)`)."""
+    names = [fragment.symbol] if fragment.symbol else []
+    # Without a symbol the title is the file's name, not a definition.
+    if fragment.namespace == "code" and fragment.symbol and fragment.title:
+        label = re.sub(r"\s*\(part \d+/\d+\)$", "", fragment.title)
+        label = re.sub(r"\s*\+\d+ more$", "", label)
+        names += [n.strip() for n in label.split(",")
+                  if n.strip() and re.fullmatch(r"[\w.:$<>-]+", n.strip())]
+    return [n for n in dict.fromkeys(names) if n != "module"]
 
 
 def sync_lexical(fragment_ids: Iterable[int]) -> None:
@@ -177,11 +203,16 @@ def sync_lexical(fragment_ids: Iterable[int]) -> None:
         index = lexical_index(org_id)
         live = [f for f in group if f.status == FragmentStatus.ACTIVE]
         dead = [f.public_id for f in group if f.status != FragmentStatus.ACTIVE]
-        if dead:
-            index.delete(dead)
-        if live:
-            index.upsert(lexical_doc(f, [p.document.path for p in f.sources.all()])
-                         for f in live)
+        try:
+            if dead:
+                index.delete(dead)
+            if live:
+                index.upsert(lexical_doc(f, [p.document.path for p in f.sources.all()])
+                             for f in live)
+        except IndexSchemaMismatch:
+            # Built by an earlier version (a worker that started before `runstack` upgraded
+            # it): the rebuild from PostgreSQL writes these fragments too.
+            rebuild_lexical_index(Organization.objects.get(pk=org_id))
 
 
 def rebuild_lexical_index(org: Organization, batch: int = 2000) -> int:
@@ -199,6 +230,27 @@ def rebuild_lexical_index(org: Organization, batch: int = 2000) -> int:
     for start in range(0, len(ids), batch):
         sync_lexical(ids[start:start + batch])
     return index.count()
+
+
+def rebuild_outdated_indexes() -> list[str]:
+    """Rebuild every organization's index that an earlier version built with another schema
+    (``runstack`` runs this at start, ``rebuild_index --outdated`` on demand); returns the slugs
+    rebuilt. Until then the lexical leg reports ``lexical_index_unavailable`` and answers come
+    from the dense leg."""
+    rebuilt = []
+    for org in Organization.objects.order_by("pk"):
+        path = index_path(org)
+        if not (path / "meta.json").exists():
+            continue
+        try:
+            open_index(path, create=False)
+        except IndexSchemaMismatch:
+            logger.warning("lexical index of %s has an outdated schema; rebuilding", org.slug)
+            rebuild_lexical_index(org)
+            rebuilt.append(org.slug)
+        except (IndexUnavailable, ValueError):
+            continue  # unreadable for another reason: `rebuild_index --org` is the runbook
+    return rebuilt
 
 
 def reindex_fragments(fragment_ids: Iterable[int]) -> None:

@@ -374,13 +374,16 @@ RETRIEVAL = {
         "code": {"lexical": float(env_str("CONTEXTS_RRF_CODE_LEXICAL_WEIGHT", "0.1")),
                  "dense": float(env_str("CONTEXTS_RRF_CODE_DENSE_WEIGHT", "1.0"))},
     },
-    # BM25 field boosts. The title field (heading path, symbol, source path) repeats what the
-    # body and identifier fields already hold; scoring it again over-weights titles (SciFact
-    # train: nDCG@10 0.632 with title 1.0 → 0.684 with 0.0). See docs/retrieval-quality.md.
+    # Weights of the lexical query's clauses (contexts/search/_backend.py): "text" is plain BM25
+    # over title+body (one field, as bm25s scores it; no per-corpus field boosts), the others
+    # only fire for identifier-like tokens and pasted-message phrases. See
+    # docs/retrieval-quality.md ("Lexical leg vs bm25s").
     "lexical_field_boosts": {
-        "title": float(env_str("CONTEXTS_BM25_TITLE_BOOST", "0.0")),
-        "body": 1.0,
-        "identifiers": float(env_str("CONTEXTS_BM25_IDENTIFIER_BOOST", "1.0")),
+        "text": 1.0,
+        "identifiers": float(env_str("CONTEXTS_BM25_IDENTIFIER_BOOST", "2.0")),
+        "symbols": float(env_str("CONTEXTS_BM25_SYMBOL_BOOST", "2.0")),
+        "paths": float(env_str("CONTEXTS_BM25_PATH_BOOST", "2.0")),
+        "phrases": float(env_str("CONTEXTS_BM25_PHRASE_BOOST", "1.0")),
     },
     # Where the query's forward pass runs: "process" (a child per web process, in parallel
     # with the request's own work) or "thread". See contexts/retrieval/query_encoder.py.
@@ -391,6 +394,9 @@ RETRIEVAL = {
     "max_k": env_int("CONTEXTS_MAX_K", 1000),
     "max_budget_tokens": env_int("CONTEXTS_MAX_BUDGET_TOKENS", 200_000),
 }
+# Candidates an HNSW search keeps (pgvector's hnsw.ef_search, default 40): at least the dense
+# leg's depth, so that its top 100 is what an exact search would return (docs/retrieval-quality.md).
+HNSW_EF_SEARCH = env_int("CONTEXTS_HNSW_EF_SEARCH", 200)
 # Defaults when neither the request nor the persona says otherwise.
 DEFAULT_WEIGHTS = {"w_r": 0.7, "w_f": 0.15, "w_c": 0.1, "w_p": 0.05}
 FRESHNESS_HALFLIFE_DAYS = {"policy": 365.0, "default": 90.0}

@@ -12,10 +12,12 @@ it. Its qrels name a source path and, optionally, an anchor:
 
 A retrieved fragment matches a label when one of its source pointers is in that path and
 
-1. its anchor is the label's anchor, or a continuation part of it (``retrieve#2``), or
+1. its anchor is the label's anchor, a continuation part of it (``retrieve#2``) or, for a
+   definition, a member of it (``Index.search`` is part of ``Index``), or
 2. its line range covers the line where the label's heading or definition starts — so a
    label still matches after small sections or functions were merged into one chunk whose
-   anchor names the first of them.
+   anchor names the first of them — or, for a Python definition, overlaps the definition's
+   lines: a fragment cut from the middle of a long function or class is part of it.
 """
 
 from __future__ import annotations
@@ -63,6 +65,7 @@ class SourceTree:
     def __init__(self, files: Mapping[str, bytes]) -> None:
         self.files = dict(files)
         self._starts: dict[str, dict[str, int]] = {}
+        self._spans: dict[str, dict[str, tuple[int, int]]] = {}
         self._chunk_anchors: dict[str, set[str]] = {}
 
     def starts(self, path: str) -> dict[str, int]:
@@ -71,6 +74,15 @@ class SourceTree:
             raw = self.files.get(path)
             self._starts[path] = {} if raw is None else anchor_lines(path, raw)
         return self._starts[path]
+
+    def spans(self, path: str) -> dict[str, tuple[int, int]]:
+        """Python definition → its (first, last) line; empty for other languages."""
+        if path not in self._spans:
+            raw = self.files.get(path)
+            doc = None if raw is None else normalize(path, raw)
+            self._spans[path] = ({} if doc is None or doc.language != "python"
+                                 else python_definition_spans(doc.text))
+        return self._spans[path]
 
     def resolves(self, label: Label) -> bool:
         """Whether the label names something that exists in the ingested tree."""
@@ -95,10 +107,15 @@ class SourceTree:
                 return True
             if pointer.anchor == label.anchor or pointer.anchor.startswith(label.anchor + "#"):
                 return True
+            span = self.spans(pointer.path).get(label.anchor)
+            if span is not None and pointer.anchor.startswith(label.anchor + "."):
+                return True  # a member of the labelled class
+            if pointer.start_line is None or pointer.end_line is None:
+                continue
             line = self.starts(pointer.path).get(label.anchor)
-            if (line is not None and pointer.start_line is not None
-                    and pointer.end_line is not None
-                    and pointer.start_line <= line <= pointer.end_line):
+            if line is not None and pointer.start_line <= line <= pointer.end_line:
+                return True
+            if span is not None and pointer.start_line <= span[1] and span[0] <= pointer.end_line:
                 return True
         return False
 
@@ -131,17 +148,22 @@ def markdown_anchor_lines(text: str) -> dict[str, int]:
 
 def python_anchor_lines(text: str) -> dict[str, int]:
     """Qualified names of classes and functions (``Class.method``) → their ``def`` line."""
+    return {name: start for name, (start, _) in python_definition_spans(text).items()}
+
+
+def python_definition_spans(text: str) -> dict[str, tuple[int, int]]:
+    """Qualified names of classes and functions → (``def`` line, last line)."""
     try:
         tree = ast.parse(text)
     except (SyntaxError, ValueError):
         return {}
-    found: dict[str, int] = {}
+    found: dict[str, tuple[int, int]] = {}
 
     def visit(body: list[ast.stmt], prefix: str) -> None:
         for node in body:
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
                 name = f"{prefix}{node.name}"
-                found.setdefault(name, node.lineno)
+                found.setdefault(name, (node.lineno, node.end_lineno or node.lineno))
                 if isinstance(node, ast.ClassDef):
                     visit(node.body, name + ".")
 

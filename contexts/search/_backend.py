@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 import math
 import random
-import re
 import shutil
 import threading
 import time
@@ -22,29 +21,36 @@ from pathlib import Path
 import tantivy
 
 from . import _schema as s
+from . import _terms as t
 
 logger = logging.getLogger(__name__)
 
-# Starting points, to be tuned on real queries. Identifiers get 2.0 because an identifier typed
-# in the query also matches title/body as a *phrase* of its parts (`err conn reset`), which sums
-# the IDF of every part; a doc that spells the parts out in both title and body (measured in
-# tests) outscored the doc with the exact `ERR_CONN_RESET` at 1.0, and no longer does at 2.0.
-DEFAULT_FIELD_BOOSTS: Mapping[str, float] = {s.TITLE: 1.0, s.BODY: 1.0, s.IDENTIFIERS: 2.0}
+# Weights of the query's clauses. Text is plain BM25 over title+body, the score bm25s gives; the
+# others only fire for what a query holds beyond words. An identifier typed in the query is also
+# scored as its parts on the text field (`err conn reset`), so a doc spelling those parts out many
+# times can outscore the doc with the exact `ERR_CONN_RESET` unless the exact match weighs more:
+# 2.0 (measured in tests/search). A definition or path match says "this is the thing itself",
+# not "this mentions it", and weighs as much again. Phrases score the sum of their terms' IDF
+# once more: a pasted message found verbatim outranks pages that share its words.
+DEFAULT_FIELD_BOOSTS: Mapping[str, float] = {
+    s.TEXT: 1.0, s.IDENTIFIERS: 2.0, s.SYMBOLS: 2.0, s.PATHS: 2.0, s.PHRASES: 1.0,
+}
 
-# A pasted stack trace is a legitimate query, a megabyte of text is not: it would only cost CPU
-# (every distinct term becomes a clause). Beyond these limits the query is truncated, not refused.
-MAX_QUERY_CHARS = 4096
-MAX_IDENTIFIER_TERMS = 128
-
-# tantivy's query-language metacharacters; blanking them turns any string into plain terms.
-_QUERY_SPECIAL = re.compile(r'[+\-^`:{}"\[\]()!\\*~<>=/]')
-# Query-language keywords that would otherwise become identifier terms.
-_QUERY_KEYWORDS = frozenset({"and", "or", "not", "in", "to"})
+# No query is cut: every word of a pasted document is scored (the API bounds a query's length,
+# `CONTEXTS_MAX_QUERY_CHARS`). These bounds only guard the index against a caller that bypasses
+# it; beyond them the rarest terms are kept and a warning is logged, never silently.
+MAX_QUERY_TERMS = 4096
+MAX_IDENTIFIER_TERMS = 512
+MAX_PHRASES = 64
 
 
 @dataclass(frozen=True, slots=True)
 class LexicalDoc:
     """One fragment as the lexical index sees it.
+
+    The text field holds `title` and `body` (pass a title only when the body does not already
+    start with it, or its words count twice); `identifiers` are identifier-like tokens as
+    `identifiers_from_text` finds them.
 
     `scope_ids` lists every scope the fragment is visible in; a doc with no scopes is indexed but
     can never be found (the filter fails closed). `org` is optional so callers that do not
@@ -58,6 +64,10 @@ class LexicalDoc:
     body: str
     identifiers: str
     org: str = ""
+    # Qualified names of the definitions in the fragment (`LexicalIndex.search`), and the
+    # source paths it comes from; whitespace-separated.
+    symbols: str = ""
+    paths: str = ""
 
 
 class IndexLockBusy(RuntimeError):
@@ -267,14 +277,8 @@ class LexicalIndex:
         text_query = self._text_query(query, boosts)
         if text_query is None:
             return []
-
         filters = self._filters(scopes, kind_values)
         hits = self._run(searcher, text_query, filters, limit)
-        if any(not math.isfinite(score) for score, _ in hits):
-            # A user boost such as `x^1e39` overflows to inf; rerun without any query syntax so
-            # callers (score fusion, JSON) only ever see finite floats.
-            plain = self._text_query(query, boosts, syntax=False)
-            hits = [] if plain is None else self._run(searcher, plain, filters, limit)
         return [(searcher.doc(address).get_first(s.FRAGMENT_ID), score) for score, address in hits]
 
     def _filters(self, scopes: list[int], kinds: list[str] | None) -> list[tantivy.Query]:
@@ -307,75 +311,59 @@ class LexicalIndex:
         # count=False: we never show totals, and counting visits every match.
         return searcher.search(query, limit, count=False).hits
 
-    def _text_query(
-        self, query: str, boosts: Mapping[str, float], *, syntax: bool = True
-    ) -> tantivy.Query | None:
-        """The scoring part of the query: parsed text over title/body OR identifier terms.
+    def _text_query(self, query: str, boosts: Mapping[str, float]) -> tantivy.Query | None:
+        """The scoring part of the query, an OR of:
 
-        Identifiers bypass the query parser on purpose: its grammar reads `foo::bar` as field
-        `foo`, and `/`, `:` and `.` are significant to it, so the raw query is tokenized with the
-        identifiers field's own analyzer and each token becomes a term query.
+        * every term of the query on the text field, weighted by how often it occurs — plain
+          BM25 over title+body, as bm25s scores it (no query syntax: a pasted message full of
+          `:`, `"` and `-` is text, not operators);
+        * each identifier-like token, whole and canonical, on the identifiers, symbols and
+          paths fields;
+        * the pasted-message phrases (runs of three or more words between numbers, quoted
+          values and line or `: ` breaks) on the text field.
         """
-        text = _utf8_safe(query.strip()[:MAX_QUERY_CHARS])
+        text = _utf8_safe(query.strip())
         if not text:
             return None
+        analyzer = _text_analyzer()
+        analyzed = t.analyze_query(text, analyzer.analyze, max_phrases=MAX_PHRASES)
+        schema = self.index.schema
         clauses: list[tuple[tantivy.Occur, tantivy.Query]] = []
-        parsed = self._parse(text, boosts, syntax=syntax)
-        if parsed is not None:
-            clauses.append((tantivy.Occur.Should, parsed))
-        identifier_query = self._identifier_query(text, boosts.get(s.IDENTIFIERS, 0.0))
-        if identifier_query is not None:
-            clauses.append((tantivy.Occur.Should, identifier_query))
+        counts = self._bounded(analyzed.counts, MAX_QUERY_TERMS)
+        if boosts.get(s.TEXT, 0.0) > 0.0:
+            for term, count in counts.items():
+                query_ = tantivy.Query.term_query(schema, s.TEXT, term, index_option="freq")
+                weight = boosts[s.TEXT] * count
+                clauses.append((tantivy.Occur.Should, _boosted(query_, weight)))
+        if boosts.get(s.PHRASES, 0.0) > 0.0:
+            for phrase in analyzed.phrases:
+                query_ = tantivy.Query.phrase_query(schema, s.TEXT, phrase)
+                clauses.append((tantivy.Occur.Should, _boosted(query_, boosts[s.PHRASES])))
+        identifiers = t.query_identifier_terms(text)
+        if len(identifiers) > MAX_IDENTIFIER_TERMS:
+            logger.warning("lexical query has %d identifiers; scoring the first %d",
+                           len(identifiers), MAX_IDENTIFIER_TERMS)
+            identifiers = identifiers[:MAX_IDENTIFIER_TERMS]
+        for field in (s.IDENTIFIERS, s.SYMBOLS, s.PATHS):
+            if boosts.get(field, 0.0) <= 0.0:
+                continue
+            for term in identifiers:
+                query_ = tantivy.Query.term_query(schema, field, term, index_option="freq")
+                clauses.append((tantivy.Occur.Should, _boosted(query_, boosts[field])))
         if not clauses:
             return None
         return tantivy.Query.boolean_query(clauses)
 
-    def _parse(
-        self, text: str, boosts: Mapping[str, float], *, syntax: bool
-    ) -> tantivy.Query | None:
-        fields = [f for f in (s.TITLE, s.BODY) if boosts.get(f, 0.0) > 0.0]
-        if not fields:
-            return None
-        field_boosts = {f: boosts[f] for f in fields}
-        plain = _plain_terms(text)
-        candidates = [text, plain] if syntax else [plain]
-        parsed: tantivy.Query | None = None
-        for candidate in candidates:
-            try:
-                parsed, errors = self.index.parse_query_lenient(
-                    candidate, default_field_names=fields, field_boosts=field_boosts
-                )
-            except Exception:  # the user's text must never raise; try the plain form
-                logger.debug("lenient parse raised for %r", candidate[:80], exc_info=True)
-                continue
-            # The lenient parser silently drops what it cannot parse (`foo::bar baz` keeps only
-            # `baz`; `-x` alone becomes "everything but x"). When it reports any error the query
-            # is re-read as plain terms instead, which keeps every word the user typed.
-            if not errors:
-                return parsed
-        # Plain text has no syntax left; whatever the lenient parser made of it is a valid query.
-        return parsed
-
-    def _identifier_query(self, text: str, boost: float) -> tantivy.Query | None:
-        if boost <= 0.0:
-            return None
-        schema = self.index.schema
-        tokens = [
-            t
-            for t in dict.fromkeys(_identifier_analyzer().analyze(text))
-            if t not in _QUERY_KEYWORDS
-        ][:MAX_IDENTIFIER_TERMS]
-        if not tokens:
-            return None
-        terms = [
-            (
-                tantivy.Occur.Should,
-                tantivy.Query.term_query(schema, s.IDENTIFIERS, token, index_option="freq"),
-            )
-            for token in tokens
-        ]
-        query = tantivy.Query.boolean_query(terms)
-        return query if boost == 1.0 else tantivy.Query.boost_query(query, boost)
+    def _bounded(self, counts: dict[str, int], limit: int) -> dict[str, int]:
+        """All of `counts`, or — past `limit` distinct terms, which the API's query length
+        cannot reach — the `limit` rarest ones (the ones BM25 weighs most), with a warning."""
+        if len(counts) <= limit:
+            return counts
+        searcher = self._searcher()
+        by_rarity = sorted(counts, key=lambda term: searcher.doc_freq(s.TEXT, term))
+        logger.warning("lexical query has %d distinct terms; scoring the %d rarest",
+                       len(counts), limit)
+        return {term: counts[term] for term in by_rarity[:limit]}
 
 
 # -- helpers ------------------------------------------------------------------------------------
@@ -383,13 +371,17 @@ class LexicalIndex:
 _ANALYZER_LOCAL = threading.local()
 
 
-def _identifier_analyzer() -> tantivy.TextAnalyzer:
+def _text_analyzer() -> tantivy.TextAnalyzer:
     # Built once per thread: TextAnalyzer wraps a Rust object whose thread-safety the Python
     # binding does not document, and building one compiles the regex (~tens of µs).
     analyzer = getattr(_ANALYZER_LOCAL, "analyzer", None)
     if analyzer is None:
-        analyzer = _ANALYZER_LOCAL.analyzer = s.identifier_analyzer()
+        analyzer = _ANALYZER_LOCAL.analyzer = s.text_analyzer()
     return analyzer
+
+
+def _boosted(query: tantivy.Query, weight: float) -> tantivy.Query:
+    return query if weight == 1.0 else tantivy.Query.boost_query(query, weight)
 
 
 def _utf8_safe(text: str) -> str:
@@ -405,18 +397,6 @@ def _utf8_safe(text: str) -> str:
     return text
 
 
-def _plain_terms(text: str) -> str:
-    """`text` with no query syntax left: an OR of its words.
-
-    Metacharacters become spaces rather than backslash escapes: an escaped `foo\\:\\:bar` or
-    `limits\\^2` is one grammar term that the analyzer splits into a *phrase*, which is stricter
-    than what the user asked for (exact identifiers are matched by the identifiers clause).
-    Lowercased because the operators (AND, OR, NOT, IN, TO) are upper-case only and the text
-    analyzers lowercase anyway.
-    """
-    return _QUERY_SPECIAL.sub(" ", text).lower()
-
-
 def _scope_values(scope_ids: Collection[int]) -> list[int]:
     # The scope field is unsigned: negative or non-integer ids cannot match anything, and passing
     # them to tantivy would raise, so they are dropped (fail closed) rather than trusted.
@@ -429,7 +409,7 @@ def _scope_values(scope_ids: Collection[int]) -> list[int]:
 
 
 def _validate_boosts(boosts: Mapping[str, float]) -> dict[str, float]:
-    unknown = set(boosts) - set(s.TEXT_FIELDS)
+    unknown = set(boosts) - set(s.BOOSTABLE)
     if unknown:
         raise ValueError(f"unknown field(s) in field_boosts: {sorted(unknown)}")
     clean = {}
@@ -455,37 +435,22 @@ def _to_document(doc: LexicalDoc) -> tantivy.Document:
         document.add_text(s.ORG, _utf8_safe(doc.org))
     # Text from ingested files may carry lone surrogates (`surrogateescape` decoding); one bad
     # character must not fail the whole batch.
-    document.add_text(s.TITLE, _utf8_safe(doc.title))
-    document.add_text(s.BODY, _utf8_safe(doc.body))
-    document.add_text(s.IDENTIFIERS, _utf8_safe(doc.identifiers))
+    body = _utf8_safe(doc.body)
+    identifiers = _utf8_safe(doc.identifiers).split()
+    # The words inside camelCase identifiers, so `hash token secret` finds `HashTokenSecret`;
+    # appended once each, after the body.
+    words = " ".join(dict.fromkeys(t.camel_parts(identifiers)))
+    title = _utf8_safe(doc.title)
+    document.add_text(s.TEXT, "\n".join(part for part in (title, body, words) if part))
+    paths = _utf8_safe(doc.paths).split()
+    symbols = _utf8_safe(doc.symbols).split()
+    document.add_text(s.IDENTIFIERS, " ".join(t.identifier_terms([*identifiers, *symbols])))
+    document.add_text(s.SYMBOLS, " ".join(t.symbol_terms(symbols, paths)))
+    document.add_text(s.PATHS, " ".join(t.path_terms(paths)))
     return document
 
 
 # -- identifier extraction ----------------------------------------------------------------------
-
-# Same shape as the index tokenizer (IDENTIFIER_PATTERN), so every extracted identifier survives
-# indexing as exactly one term.
-_IDENTIFIER_RE = re.compile(s.IDENTIFIER_PATTERN)
-_CODE_SPAN_RE = re.compile(r"`([^`\n]+)`")
-# camelCase hump (`getUser`, `utf8Decode`) or an acronym followed by a word (`HTTPServer`); the
-# latter needs two lower-case letters so prose plurals (`APIs`, `URLs`) and `3D` stay out.
-_CAMEL_RE = re.compile(r"[a-z][0-9]*[A-Z]|[A-Z]{2,}[a-z]{2}")
-_HAS_WORD_START = re.compile(r"(?:^|[./:])[^\W\d]")
-
-
-def _looks_like_identifier(token: str) -> bool:
-    if not any(ch.isalnum() for ch in token):
-        return False  # `_`, `__`
-    if "::" in token or "/" in token:
-        return True
-    if "_" in token:  # snake_case, CONSTANT_CASE, __dunder__
-        return True
-    if "." in token:
-        # Dotted paths, but not numbers/versions (`3.14`, `1.2.3`) nor abbreviations (`e.g`).
-        parts = token.split(".")
-        return bool(_HAS_WORD_START.search(token)) and any(len(p) > 1 for p in parts)
-    # camelCase / PascalCase with at least two humps / HTTPServer; not `Hello`, `HTTP`, `APIs`.
-    return bool(_CAMEL_RE.search(token))
 
 
 def identifiers_from_text(text: str) -> str:
@@ -495,14 +460,4 @@ def identifiers_from_text(text: str) -> str:
     `::` paths and slash paths (`a/b/c.py`), plus every token inside `backtick` code spans, since
     markdown authors mark code that way even when it is a plain word (`acquire`).
     """
-    if not text:
-        return ""
-    found: dict[str, None] = {}
-    for span in _CODE_SPAN_RE.findall(text):
-        for token in _IDENTIFIER_RE.findall(span):
-            if any(ch.isalnum() for ch in token):
-                found.setdefault(token, None)
-    for token in _IDENTIFIER_RE.findall(text):
-        if _looks_like_identifier(token):
-            found.setdefault(token, None)
-    return " ".join(found)
+    return " ".join(t.identifiers_in(text))

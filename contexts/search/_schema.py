@@ -10,9 +10,10 @@ from pathlib import Path
 
 import tantivy
 
-# Name under which the identifier analyzer is registered. The schema stores only this name, not
-# the analyzer itself, so every process that opens the index must register it again (tantivy
-# raises on indexing/querying an unknown tokenizer). `open_index` is the only sanctioned way in.
+# Names under which the custom analyzers are registered. The schema stores only these names, not
+# the analyzers, so every process that opens the index must register them again (tantivy raises
+# on indexing/querying an unknown tokenizer). `open_index` is the only sanctioned way in.
+TEXT_TOKENIZER = "contexts_text"
 IDENTIFIER_TOKENIZER = "contexts_identifier"
 
 # One token = a run of word characters joined by `::`, `.` or `/` (a word character must follow
@@ -20,6 +21,20 @@ IDENTIFIER_TOKENIZER = "contexts_identifier"
 # Keeps `rate_limiter.acquire`, `ERR_CONN_RESET`, `RateLimiter`, `foo::bar`, `a/b/c.py` whole.
 # Rust regex syntax: `\w` is Unicode-aware, like Python's `re` default for str patterns.
 IDENTIFIER_PATTERN = r"\w+(?:(?:::|[./])\w+)*"
+
+# The text field's tokens: runs of two or more letters/digits, what bm25s (and scikit-learn)
+# take as a word (`\b\w\w+\b`) except that `_` separates, so `hash_token_secret` is read as
+# `hash token secret` and a question in words finds the snake_case identifier.
+TEXT_TOKEN_PATTERN = r"[^\W_]{2,}"
+# Lucene's classic English stop set, the one bm25s uses (`stopwords="en"`): the lexical leg is
+# measured against that plain implementation, and a list tuned on our own corpora would not
+# generalise.
+STOP_WORDS: tuple[str, ...] = (
+    "a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is",
+    "it", "no", "not", "of", "on", "or", "such", "that", "the", "their", "then", "there",
+    "these", "they", "this", "to", "was", "will", "with",
+)
+MAX_TEXT_TOKEN_BYTES = 40  # as tantivy's en_stem: longer runs are hashes and blobs, not words
 
 # Tantivy's hard limit on a term is ~65 KB; a pasted minified blob or base64 string must not be
 # able to fail an indexing batch, and terms this long never help ranking anyway.
@@ -30,22 +45,47 @@ FRAGMENT_ID = "fragment_id"
 SCOPE = "scope"
 KIND = "kind"
 ORG = "org"
-TITLE = "title"
-BODY = "body"
+# Title (when the body does not already hold it) + body: the one BM25 field every query is
+# scored on, as bm25s scores title+text. One field, because tantivy sums per-field BM25 scores,
+# which is not BM25 over the concatenation and over-weights whatever sits in two fields.
+TEXT = "text"
+# Canonical identifier terms (see `_terms.identifier_terms`): identifiers used in the fragment,
+# the definitions it holds (qualified by module), and its source paths and module names. Only
+# queried for the identifier-like tokens of a query, so a question in words is scored by TEXT
+# alone.
 IDENTIFIERS = "identifiers"
+SYMBOLS = "symbols"
+PATHS = "paths"
 
-# Fields a free-text query is matched against (the others are filters / keys).
-TEXT_FIELDS: tuple[str, ...] = (TITLE, BODY, IDENTIFIERS)
+# Query clauses whose weight `field_boosts` sets ("phrases": pasted messages matched as phrases
+# on the text field).
+PHRASES = "phrases"
+BOOSTABLE: tuple[str, ...] = (TEXT, IDENTIFIERS, SYMBOLS, PATHS, PHRASES)
+
+# Bumped whenever the schema or an analyzer changes what is indexed: an index on disk built by
+# another version is rebuilt from PostgreSQL (`rebuild_index`, and `runstack` at start).
+SCHEMA_VERSION = 2
+VERSION_FILE = "contexts-schema-version"
+
+
+def text_analyzer() -> tantivy.TextAnalyzer:
+    """The analyzer of the `text` field; also used to analyze queries for it."""
+    return (
+        tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.regex(TEXT_TOKEN_PATTERN))
+        .filter(tantivy.Filter.remove_long(MAX_TEXT_TOKEN_BYTES))
+        .filter(tantivy.Filter.lowercase())
+        .filter(tantivy.Filter.custom_stopword(list(STOP_WORDS)))
+        .filter(tantivy.Filter.stemmer("english"))
+        .build()
+    )
 
 
 def identifier_analyzer() -> tantivy.TextAnalyzer:
-    """The analyzer of the `identifiers` field; also used to tokenize queries for that field."""
+    """Splits an identifier field on whitespace: its terms are canonicalized in Python before
+    indexing (`_terms.canonical`), the same function queries go through."""
     return (
-        tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.regex(IDENTIFIER_PATTERN))
+        tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.whitespace())
         .filter(tantivy.Filter.remove_long(MAX_IDENTIFIER_CHARS))
-        # Lowercase so `RateLimiter`, `ratelimiter` and `RATELIMITER` are one term: agents rarely
-        # get the case of a symbol right, and collisions that differ only by case are rare.
-        .filter(tantivy.Filter.lowercase())
         .build()
     )
 
@@ -60,14 +100,13 @@ def build_schema() -> tantivy.Schema:
     builder.add_unsigned_field(SCOPE, indexed=True)
     builder.add_text_field(KIND, tokenizer_name="raw", index_option="basic")
     builder.add_text_field(ORG, tokenizer_name="raw", index_option="basic")
-    # `en_stem` is tantivy's built-in default tokenizer + lowercase + English stemmer, so
-    # `limiting` matches `limits`. Positions are kept (default) for phrase queries.
-    builder.add_text_field(TITLE, stored=False, tokenizer_name="en_stem")
-    builder.add_text_field(BODY, stored=False, tokenizer_name="en_stem")
-    # Freqs but no positions: identifiers are matched term-by-term, never as phrases.
-    builder.add_text_field(
-        IDENTIFIERS, stored=False, tokenizer_name=IDENTIFIER_TOKENIZER, index_option="freq"
-    )
+    # Positions kept (the default) for the phrase clauses of pasted messages.
+    builder.add_text_field(TEXT, stored=False, tokenizer_name=TEXT_TOKENIZER)
+    # Freqs but no positions: identifiers are matched term by term, never as phrases.
+    for field in (IDENTIFIERS, SYMBOLS, PATHS):
+        builder.add_text_field(
+            field, stored=False, tokenizer_name=IDENTIFIER_TOKENIZER, index_option="freq"
+        )
     return builder.build()
 
 
@@ -95,7 +134,17 @@ def open_index(path: Path, *, create: bool = True) -> tantivy.Index:
     path = Path(path)
     if not create and not (path / "meta.json").exists():
         raise IndexUnavailable(f"no lexical index at {path}")
+    existed = (path / "meta.json").exists()
     path.mkdir(parents=True, exist_ok=True)
+    version_file = path / VERSION_FILE
+    if existed and version_file.exists() and version_file.read_text().strip() != str(
+        SCHEMA_VERSION
+    ):
+        # Same fields, other analyzers: tantivy's own schema check cannot see that.
+        raise IndexSchemaMismatch(
+            f"lexical index at {path} was built by schema version "
+            f"{version_file.read_text().strip()!r}, not {SCHEMA_VERSION}; rebuild it"
+        )
     try:
         index = tantivy.Index(build_schema(), path=str(path), reuse=True)
     except ValueError as exc:
@@ -105,6 +154,9 @@ def open_index(path: Path, *, create: bool = True) -> tantivy.Index:
                 f"lexical index at {path} has an outdated schema; remove it and reindex"
             ) from exc
         raise
+    if not existed:
+        version_file.write_text(f"{SCHEMA_VERSION}\n")
+    index.register_tokenizer(TEXT_TOKENIZER, text_analyzer())
     index.register_tokenizer(IDENTIFIER_TOKENIZER, identifier_analyzer())
     index.config_reader(reload_policy="manual")
     return index

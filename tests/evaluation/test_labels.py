@@ -78,6 +78,29 @@ def test_a_label_matches_by_anchor_continuation_line_or_path_prefix():
     assert not tree.matches(Label.parse("docs/data-model.md"), part)
 
 
+def test_a_definition_label_matches_any_part_of_it():
+    """Issue 19: a fragment cut from inside a long function or class is part of it."""
+    source = PYTHON + textwrap.dedent("""\
+
+
+        def long_one(x):
+            a = 1
+            b = 2
+            return a + b
+        """)
+    tree = SourceTree({"src/scopes.py": source.encode()})
+    inside = [Pointer("src/scopes.py", "long_one#3", 17, 18)]  # the tail, not the def line
+    assert tree.matches(Label.parse("src/scopes.py#long_one"), inside)
+    member = [Pointer("src/scopes.py", "Index.search", 9, 10)]
+    assert tree.matches(Label.parse("src/scopes.py#Index"), member)
+    assert tree.matches(Label.parse("src/scopes.py#Index.search"), member)
+    # Only parts of it: the neighbouring definition is not.
+    assert not tree.matches(Label.parse("src/scopes.py#readable_scopes"), inside)
+    assert not tree.matches(Label.parse("src/scopes.py#long_one"), member)
+    assert not tree.matches(Label.parse("src/scopes.py#Index.search"),
+                            [Pointer("src/scopes.py", "Index", 8, 8)])
+
+
 def test_labels_that_name_nothing_are_detected():
     tree = SourceTree({"src/scopes.py": PYTHON.encode()})
     assert tree.resolves(Label.parse("src/scopes.py#Index.search"))

@@ -187,23 +187,26 @@ def test_stemming_matches_inflections(index: LexicalIndex, make_doc: MakeDoc) ->
     assert _ids(index.search("connection retrying", [1])) == ["frag_title"]
 
 
-def test_field_boosts_are_parameters(index: LexicalIndex, make_doc: MakeDoc) -> None:
+def test_clause_weights_are_parameters(index: LexicalIndex, make_doc: MakeDoc) -> None:
     index.upsert(
         [
-            make_doc("frag_in_title", "nothing relevant", title="scheduler"),
-            make_doc("frag_in_body", "the scheduler runs nightly"),
+            make_doc("frag_uses", "scheduler_tick() is called by the scheduler's main tick"),
+            LexicalDoc("frag_defines", (1,), "code", "", "def scheduler_tick(): run the loop",
+                       "scheduler_tick", symbols="scheduler_tick"),
         ]
     )
-    by_title = index.search("scheduler", [1], field_boosts={"title": 10.0})
-    by_body = index.search("scheduler", [1], field_boosts={"title": 0.1, "body": 10.0})
-    assert _ids(by_title)[0] == "frag_in_title"
-    assert _ids(by_body)[0] == "frag_in_body"
-    # A zero boost removes the field from the query.
-    assert _ids(index.search("scheduler", [1], field_boosts={"title": 0.0})) == ["frag_in_body"]
+    # By default the definition (symbols clause) outranks a doc that only mentions it.
+    assert _ids(index.search("scheduler_tick", [1]))[0] == "frag_defines"
+    # Without the symbols clause, the doc whose text holds the words wins.
+    no_symbols = index.search("scheduler_tick", [1], field_boosts={"symbols": 0.0})
+    assert _ids(no_symbols)[0] == "frag_uses"
+    # A zero weight removes the clause from the query.
+    assert _ids(index.search("scheduler_tick", [1], field_boosts={"symbols": 0.0, "text": 0.0,
+                                                                  "identifiers": 0.0})) == []
     with pytest.raises(ValueError):
-        index.search("scheduler", [1], field_boosts={"nope": 1.0})
+        index.search("scheduler", [1], field_boosts={"title": 1.0})  # no title field any more
     with pytest.raises(ValueError):
-        LexicalIndex(index.path, field_boosts={"body": -1.0})
+        LexicalIndex(index.path, field_boosts={"text": -1.0})
 
 
 # -- writes ---------------------------------------------------------------------------------------

@@ -184,5 +184,5 @@ def test_extracted_identifiers_are_single_index_terms(
     text = "handle ERR_CONN_RESET in net/retry.go via pkg::retry::Policy and RateLimiter"
     index.upsert([make_doc("frag_a", "x", identifiers=identifiers_from_text(text))])
     for identifier in identifiers_from_text(text).split():
-        hits = index.search(identifier, [1], field_boosts={"title": 0.0, "body": 0.0})
+        hits = index.search(identifier, [1], field_boosts={"text": 0.0, "phrases": 0.0})
         assert [fid for fid, _ in hits] == ["frag_a"], identifier

@@ -1,0 +1,223 @@
+"""How identifiers, definitions, paths and pasted messages become index terms and query clauses.
+
+Pure Python (no tantivy): the same functions canonicalize what is indexed and what is asked, so
+`hash_token_secret`, `HashTokenSecret` and `hashTokenSecret` are one term (`hashtokensecret`),
+and a dotted or slashed name matches any contiguous run of its parts (`QuerySet.bulk_create`
+matches the definition `django.db.models.query.QuerySet.bulk_create`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath
+
+from . import _schema as s
+
+_IDENTIFIER_RE = re.compile(s.IDENTIFIER_PATTERN)
+_TEXT_TOKEN_RE = re.compile(s.TEXT_TOKEN_PATTERN)
+_CODE_SPAN_RE = re.compile(r"`([^`\n]+)`")
+# camelCase hump (`getUser`, `utf8Decode`) or an acronym followed by a word (`HTTPServer`); the
+# latter needs two lower-case letters so prose plurals (`APIs`, `URLs`) and `3D` stay out.
+_CAMEL_RE = re.compile(r"[a-z][0-9]*[A-Z]|[A-Z]{2,}[a-z]{2}")
+_HAS_WORD_START = re.compile(r"(?:^|[./:])[^\W\d]")
+# Parts of a camelCase / PascalCase / ACRONYMWord identifier: `HTTPServerError` → HTTP, Server,
+# Error; `utf8Decode` → utf8, Decode.
+_CAMEL_PART_RE = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+[0-9]*|[A-Z]+[0-9]*|[0-9]+")
+
+# A dotted name with more parts than this is indexed by its last MAX_PARTS parts only: the
+# number of contiguous runs grows with the square of the parts.
+MAX_PARTS = 8
+# Query-language keywords of the old parser; never identifiers.
+_NOT_IDENTIFIERS = frozenset({"and", "or", "not", "in", "to"})
+
+
+def looks_like_identifier(token: str) -> bool:
+    """snake_case, CONSTANT_CASE, camelCase/PascalCase, dotted, `::` and slash paths."""
+    if not any(ch.isalnum() for ch in token):
+        return False  # `_`, `__`
+    if "::" in token or "/" in token:
+        return True
+    if "_" in token:
+        return True
+    if "." in token:
+        # Dotted paths, but not numbers/versions (`3.14`, `1.2.3`) nor abbreviations (`e.g`).
+        parts = token.split(".")
+        return bool(_HAS_WORD_START.search(token)) and any(len(p) > 1 for p in parts)
+    # camelCase / PascalCase with at least two humps / HTTPServer; not `Hello`, `HTTP`, `APIs`.
+    return bool(_CAMEL_RE.search(token))
+
+
+def identifiers_in(text: str) -> list[str]:
+    """Identifier-like tokens of `text`, first occurrence order, deduplicated, plus every token
+    inside a `backtick` code span (markdown authors mark code that way even for plain words)."""
+    if not text:
+        return []
+    found: dict[str, None] = {}
+    for span in _CODE_SPAN_RE.findall(text):
+        for token in _IDENTIFIER_RE.findall(span):
+            if any(ch.isalnum() for ch in token):
+                found.setdefault(token, None)
+    for token in _IDENTIFIER_RE.findall(text):
+        if looks_like_identifier(token):
+            found.setdefault(token, None)
+    return list(found)
+
+
+def _parts(name: str) -> list[str]:
+    """A slash path's directories and file name (`_backend.py` stays one part), or the parts of
+    a dotted or `::` name."""
+    if "/" in name:
+        return [p for p in name.split("/") if p]
+    return [p for p in re.split(r"::|\.", name) if p]
+
+
+def canonical(part: str) -> str:
+    """One identifier part, case and `_` folded: `hash_token_secret`, `HashTokenSecret` and
+    `HASH_TOKEN_SECRET` are all `hashtokensecret`."""
+    return part.replace("_", "").lower()
+
+
+def _runs(parts: list[str], sep: str) -> Iterable[str]:
+    parts = [canonical(p) for p in parts[-MAX_PARTS:]]
+    parts = [p for p in parts if p]
+    for start in range(len(parts)):
+        for end in range(start + 1, len(parts) + 1):
+            yield sep.join(parts[start:end])
+
+
+def identifier_terms(names: Iterable[str]) -> list[str]:
+    """Index terms of identifiers as used in a fragment: every contiguous run of the parts of
+    each (dotted and `::` names joined by `.`, slash paths by `/`)."""
+    terms: dict[str, None] = {}
+    for name in names:
+        sep = "/" if "/" in name else "."
+        for term in _runs(_parts(name), sep):
+            terms.setdefault(term[: s.MAX_IDENTIFIER_CHARS], None)
+    return list(terms)
+
+
+def symbol_terms(symbols: Iterable[str], paths: Iterable[str]) -> list[str]:
+    """Index terms of the definitions a fragment holds: each qualified name alone and under
+    each of its source files' module names (`contexts.search._backend.LexicalIndex.search`),
+    every contiguous run of the parts."""
+    modules = [module_name(p) for p in paths]
+    names: list[str] = []
+    for symbol in symbols:
+        names.append(symbol)
+        names.extend(f"{m}.{symbol}" for m in modules if m)
+    return identifier_terms(names)
+
+
+def module_name(path: str) -> str:
+    """`contexts/search/_backend.py` → `contexts.search._backend`; `pkg/__init__.py` → `pkg`."""
+    pure = PurePosixPath(path)
+    parts = [*pure.parent.parts, pure.stem] if pure.suffix else list(pure.parts)
+    if parts and parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(p for p in parts if p not in ("", ".", "/"))
+
+
+def path_terms(paths: Iterable[str]) -> list[str]:
+    """Index terms of source paths: every contiguous run of directories and file name (with and
+    without its extension) and of the module name, so `_backend.py`, `search/_backend.py`,
+    `contexts.search._backend` and `contexts/search` all match `contexts/search/_backend.py`."""
+    names: list[str] = []
+    for path in paths:
+        if not path:
+            continue
+        names.append(path)
+        stem = str(PurePosixPath(path).with_suffix("")) if PurePosixPath(path).suffix else ""
+        if stem:
+            names.append(stem)
+        module = module_name(path)
+        if module:
+            names.append(module)
+    return identifier_terms(names)
+
+
+def camel_parts(identifiers: Iterable[str]) -> list[str]:
+    """The words inside camelCase identifiers (`HashTokenSecret` → Hash Token Secret), which the
+    text analyzer cannot see; snake_case and dotted names it already splits."""
+    words: list[str] = []
+    for name in identifiers:
+        for part in re.split(r"::|[./]", name):
+            for piece in part.split("_"):
+                if piece and _CAMEL_RE.search(piece):
+                    words.extend(_CAMEL_PART_RE.findall(piece))
+    return words
+
+
+def query_identifier_terms(query: str) -> list[str]:
+    """Canonical terms for the identifier-like tokens of a query (each whole: a dotted query
+    asks for that run of parts, not for each part alone)."""
+    terms: dict[str, None] = {}
+    for token in identifiers_in(query):
+        if token.lower() in _NOT_IDENTIFIERS:
+            continue
+        sep = "/" if "/" in token else "."
+        parts = [canonical(p) for p in _parts(token)]
+        term = sep.join(p for p in parts if p)
+        if term:
+            terms.setdefault(term[: s.MAX_IDENTIFIER_CHARS], None)
+    return list(terms)
+
+
+# -- pasted messages ------------------------------------------------------------------------------
+
+# Where a pasted message is cut into phrases: line breaks, `: ` (the `Error: message` and log
+# field separators), sentence ends, `|` and tabs. Numbers and quoted values are cut out too:
+# they are what differs between the message in the code and the one that was printed.
+_SEGMENT_BREAK = re.compile(r"[\n\r\t|]+|:\s|\.\s|\.$|'[^'\n]*'|\"[^\"\n]*\"|`[^`\n]*`")
+MIN_PHRASE_TERMS = 3
+
+
+@dataclass
+class AnalyzedQuery:
+    """The query's text terms (with their counts) and its phrases as (offset, term) lists."""
+
+    counts: dict[str, int] = field(default_factory=dict)
+    phrases: list[list[tuple[int, str]]] = field(default_factory=list)
+
+
+def analyze_query(query: str, analyze_token, *, max_phrases: int) -> AnalyzedQuery:
+    """Terms of `query` as the text field indexes them, each counted as often as it occurs (as
+    bm25s scores a query), plus the words of camelCase identifiers, plus phrases.
+
+    `analyze_token` is the text analyzer applied to one token (it returns [] for stop words and
+    over-long tokens, else [stem]); positions count every token the tokenizer emits, stop words
+    included, exactly as the index assigns them, so a phrase keeps its stop-word gaps.
+    """
+    result = AnalyzedQuery()
+    for part in camel_parts(identifiers_in(query)):
+        for term in analyze_token(part):
+            result.counts[term] = result.counts.get(term, 0) + 1
+    seen_phrases: set[tuple[tuple[int, str], ...]] = set()
+    for segment in _SEGMENT_BREAK.split(query):
+        run: list[tuple[int, str]] = []
+        position = 0
+        for match in _TEXT_TOKEN_RE.finditer(segment):
+            token = match.group()
+            analyzed = analyze_token(token)
+            for term in analyzed:
+                result.counts[term] = result.counts.get(term, 0) + 1
+            if any(ch.isdigit() for ch in token):
+                _keep_phrase(result, run, seen_phrases, max_phrases)
+                run = []
+            elif analyzed:
+                run.append((position, analyzed[0]))
+            position += 1
+        _keep_phrase(result, run, seen_phrases, max_phrases)
+    return result
+
+
+def _keep_phrase(result: AnalyzedQuery, run: list[tuple[int, str]],
+                 seen: set[tuple[tuple[int, str], ...]], max_phrases: int) -> None:
+    if len(run) < MIN_PHRASE_TERMS or len(result.phrases) >= max_phrases:
+        return
+    start = run[0][0]
+    phrase = tuple((offset - start, term) for offset, term in run)
+    if phrase not in seen:
+        seen.add(phrase)
+        result.phrases.append(list(phrase))
