@@ -90,3 +90,49 @@ def test_a_new_organization_has_an_empty_index_not_a_degraded_one(api, db):
     body = api.post("/api/contexts/retrieve", {"query": "anything", "scope": {"org_id": "newco"}},
                     format="json").json()
     assert body["fragments"] == [] and body["degraded"] == {}
+
+
+def old_schema(path: Path) -> None:
+    """The index as the version before issue 19 left it: title/body fields, no version file."""
+    import tantivy
+    shutil.rmtree(path)
+    path.mkdir(parents=True)
+    builder = tantivy.SchemaBuilder()
+    builder.add_text_field("fragment_id", stored=True, tokenizer_name="raw")
+    builder.add_text_field("title", tokenizer_name="en_stem")
+    builder.add_text_field("body", tokenizer_name="en_stem")
+    tantivy.Index(builder.build(), path=str(path))
+
+
+def old_analyzers(path: Path) -> None:
+    """Same fields, another schema version: only the version file can tell."""
+    (path / "contexts-schema-version").write_text("1\n")
+
+
+@pytest.mark.parametrize("outdate", [old_schema, old_analyzers])
+def test_an_outdated_index_is_rebuilt_by_the_upgrade(api, cast, world, outdate):
+    """`make run` after an upgrade: runstack runs `rebuild_index --outdated` before the
+    workers start; until then the lexical leg says it is unavailable."""
+    as_token(api, cast.raw_token)
+    healthy = api.post("/api/contexts/retrieve", QUERY, format="json").json()
+    outdate(index_path(cast.org))
+    from contexts.indexing import lexical_index
+    lexical_index(cast.org)._index = None  # as after the upgrade's restart
+    degraded = api.post("/api/contexts/retrieve", QUERY, format="json").json()
+    assert degraded["degraded"] == {"lexical": "lexical_index_unavailable"}
+
+    call_command("rebuild_index", outdated=True)
+
+    restored = api.post("/api/contexts/retrieve", QUERY, format="json").json()
+    assert restored["degraded"] == {}
+    assert [f["id"] for f in restored["fragments"]] == [f["id"] for f in healthy["fragments"]]
+    assert all("symbol" in f for f in restored["fragments"])
+
+
+def test_a_write_to_an_outdated_index_rebuilds_it(cast, world):
+    """A worker that writes before the upgrade ran heals the index instead of failing."""
+    from contexts.indexing import lexical_index, sync_lexical
+    old_schema(index_path(cast.org))
+    lexical_index(cast.org)._index = None  # the process had it open before
+    sync_lexical([world.repo_limiter.pk])
+    assert lexical_index(cast.org).count() > 1  # everything, not just the one written

@@ -57,6 +57,9 @@ class Command(BaseCommand):
                 raise CommandError(str(exc)) from exc
             call_command("migrate", interactive=False, verbosity=0)
             call_command("collectstatic", interactive=False, verbosity=0)
+            # A lexical index built by an earlier version's schema is rebuilt from PostgreSQL
+            # before the workers write to it (docs/operations.md, "Upgrading").
+            call_command("rebuild_index", outdated=True)
             call_command("bootstrap", demo=not no_demo)
             self._spawn_children(host, port)
             self.stdout.write(self.style.SUCCESS(
