@@ -395,7 +395,8 @@ def _trace(request: RetrievalRequest, result: RetrievalResult, rows: dict[int, C
         stage_table=stage_table(TRACE_COLUMNS, [c.trace_row(ids[c.fragment_id])
                                                 for c in candidates if c.fragment_id in ids]),
         returned=[{"id": c.fragment.public_id, "version": c.fragment.version,
-                   "score": round(c.candidate.final, 4), "tokens": c.tokens}
+                   "score": round(c.candidate.final, 4), "tokens": c.tokens,
+                   "symbol": c.fragment.symbol}
                   for c in result.fragments],
         versions={
             "chunker": sorted({c.fragment.chunker_version for c in result.fragments}),
