@@ -57,8 +57,11 @@ MARKDOWN_BODY = "\n\n".join([
 HOSTILE_TITLE = f'Rate limiter "><svg onload="{MARK}"> <script>{MARK}</script>'
 # A file name may hold anything but "/" (and NUL).
 HOSTILE_FILE = '"><img src=x onerror=alert(1)> <svg onload=window.__xss=1>.md'
+# The owner is no member, so the job page lists a warning that quotes it (the page shows the
+# server path to superusers only).
 FRONT_MATTER = (f'---\ntitle: "<script>{MARK}</script> <img src=x onerror=alert(1)>"\n'
-                'kind: runbook\ntags: ["<svg onload=alert(1)>"]\n---\n')
+                'kind: runbook\ntags: ["<svg onload=alert(1)>"]\n'
+                'owner: "<img src=x onerror=alert(1)>"\n---\n')
 HOSTILE_QUERY = (f'rate limiter <script>{MARK}</script> "><img src=x onerror=alert(1)> '
                  '<b hx-get="/xss-probe/query" hx-trigger="load">q</b>')
 
@@ -98,7 +101,7 @@ def build_hostile(cast, tmp_path: Path) -> Hostile:  # noqa: F811
     written = edit_fragment(SYSTEM, written, based_on_version=1,
                             title=HOSTILE_TITLE + " v2", reason=f"<script>{MARK}</script>",
                             body=MARKDOWN_BODY.replace("drops", f"<b onclick={MARK}>keeps"))
-    folder = tmp_path / HOSTILE_FILE.removesuffix(".md")  # the job's page shows its source
+    folder = tmp_path / HOSTILE_FILE.removesuffix(".md")
     folder.mkdir()
     (folder / HOSTILE_FILE).write_text(FRONT_MATTER + MARKDOWN_BODY)
     job = create_job(SYSTEM, web, str(folder), owner=cast.teammate)
