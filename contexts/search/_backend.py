@@ -16,6 +16,7 @@ import time
 from collections.abc import Collection, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 import tantivy
@@ -325,8 +326,9 @@ class LexicalIndex:
         text = _utf8_safe(query.strip())
         if not text:
             return None
-        analyzer = _text_analyzer()
-        analyzed = t.analyze_query(text, analyzer.analyze, max_phrases=MAX_PHRASES)
+        found = t.identifiers_in(text)
+        analyzed = t.analyze_query(text, _analyze_token, max_phrases=MAX_PHRASES,
+                                   identifiers=found)
         schema = self.index.schema
         clauses: list[tuple[tantivy.Occur, tantivy.Query]] = []
         counts = self._bounded(analyzed.counts, MAX_QUERY_TERMS)
@@ -339,7 +341,7 @@ class LexicalIndex:
             for phrase in analyzed.phrases:
                 query_ = tantivy.Query.phrase_query(schema, s.TEXT, phrase)
                 clauses.append((tantivy.Occur.Should, _boosted(query_, boosts[s.PHRASES])))
-        identifiers = t.query_identifier_terms(text)
+        identifiers = t.query_identifier_terms(text, found)
         if len(identifiers) > MAX_IDENTIFIER_TERMS:
             logger.warning("lexical query has %d identifiers; scoring the first %d",
                            len(identifiers), MAX_IDENTIFIER_TERMS)
@@ -378,6 +380,13 @@ def _text_analyzer() -> tantivy.TextAnalyzer:
     if analyzer is None:
         analyzer = _ANALYZER_LOCAL.analyzer = s.text_analyzer()
     return analyzer
+
+
+@lru_cache(maxsize=65_536)
+def _analyze_token(token: str) -> tuple[str, ...]:
+    """One query token through the text analyzer: () for a stop word, else (stem,). Cached:
+    a pasted document repeats its words, and the analyzer is a call into Rust per token."""
+    return tuple(_text_analyzer().analyze(token))
 
 
 def _boosted(query: tantivy.Query, weight: float) -> tantivy.Query:

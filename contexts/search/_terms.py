@@ -35,6 +35,8 @@ _NOT_IDENTIFIERS = frozenset({"and", "or", "not", "in", "to"})
 
 def looks_like_identifier(token: str) -> bool:
     """snake_case, CONSTANT_CASE, camelCase/PascalCase, dotted, `::` and slash paths."""
+    if token.isalnum():  # the common case, a plain word: only camelCase makes it one
+        return bool(_CAMEL_RE.search(token))
     if not any(ch.isalnum() for ch in token):
         return False  # `_`, `__`
     if "::" in token or "/" in token:
@@ -149,11 +151,11 @@ def camel_parts(identifiers: Iterable[str]) -> list[str]:
     return words
 
 
-def query_identifier_terms(query: str) -> list[str]:
+def query_identifier_terms(query: str, identifiers: list[str] | None = None) -> list[str]:
     """Canonical terms for the identifier-like tokens of a query (each whole: a dotted query
     asks for that run of parts, not for each part alone)."""
     terms: dict[str, None] = {}
-    for token in identifiers_in(query):
+    for token in identifiers_in(query) if identifiers is None else identifiers:
         if token.lower() in _NOT_IDENTIFIERS:
             continue
         sep = "/" if "/" in token else "."
@@ -181,7 +183,8 @@ class AnalyzedQuery:
     phrases: list[list[tuple[int, str]]] = field(default_factory=list)
 
 
-def analyze_query(query: str, analyze_token, *, max_phrases: int) -> AnalyzedQuery:
+def analyze_query(query: str, analyze_token, *, max_phrases: int,
+                  identifiers: list[str] | None = None) -> AnalyzedQuery:
     """Terms of `query` as the text field indexes them, each counted as often as it occurs (as
     bm25s scores a query), plus the words of camelCase identifiers, plus phrases.
 
@@ -190,7 +193,9 @@ def analyze_query(query: str, analyze_token, *, max_phrases: int) -> AnalyzedQue
     included, exactly as the index assigns them, so a phrase keeps its stop-word gaps.
     """
     result = AnalyzedQuery()
-    for part in camel_parts(identifiers_in(query)):
+    if identifiers is None:
+        identifiers = identifiers_in(query)
+    for part in camel_parts(identifiers):
         for term in analyze_token(part):
             result.counts[term] = result.counts.get(term, 0) + 1
     seen_phrases: set[tuple[tuple[int, str], ...]] = set()
