@@ -289,3 +289,18 @@ def test_index_reopens_with_same_schema_and_rejects_other_schema(
     tantivy.Index(other.build(), path=str(foreign))
     with pytest.raises(IndexSchemaMismatch):
         open_index(foreign)
+
+
+def test_title_and_body_are_scored_as_one_field(index: LexicalIndex, make_doc: MakeDoc) -> None:
+    """BM25 over title+body, as bm25s scores a document: a word counts the same in the title
+    as in the body (tantivy sums per-field scores, which would count title words apart)."""
+    index.upsert(
+        [
+            make_doc("frag_title", "runs nightly jobs", title="scheduler"),
+            make_doc("frag_body", "scheduler runs nightly jobs"),
+            make_doc("frag_other", "caches warm up at dawn"),
+        ]
+    )
+    scores = dict(index.search("scheduler", [1]))
+    assert set(scores) == {"frag_title", "frag_body"}
+    assert scores["frag_title"] == pytest.approx(scores["frag_body"])
