@@ -169,9 +169,11 @@ def query_identifier_terms(query: str, identifiers: list[str] | None = None) -> 
 # -- pasted messages ------------------------------------------------------------------------------
 
 # Where a pasted message is cut into phrases: line breaks, `: ` (the `Error: message` and log
-# field separators), sentence ends, `|` and tabs. Numbers and quoted values are cut out too:
-# they are what differs between the message in the code and the one that was printed.
-_SEGMENT_BREAK = re.compile(r"[\n\r\t|]+|:\s|\.\s|\.$|'[^'\n]*'|\"[^\"\n]*\"|`[^`\n]*`")
+# field separators), sentence ends, `|`, tabs and quotes (not the apostrophe inside `doesn't`).
+# A quoted value is its own phrase: it may be the constant part (a JSON error body's message,
+# `expected 'root|include: VALUE'`) or the part that differs (`'users'` for `'{name}'`); either
+# way it is not required next to its neighbours. Numbers end a phrase too (analyze_query).
+_SEGMENT_BREAK = re.compile(r"[\n\r\t|]+|:\s|\.\s|\.$|(?<!\w)['\"`]|['\"`](?!\w)")
 MIN_PHRASE_TERMS = 3
 
 

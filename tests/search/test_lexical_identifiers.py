@@ -126,3 +126,18 @@ def test_a_query_with_hundreds_of_identifiers_keeps_the_last(index: LexicalIndex
     index.upsert([_code("needle", "def zz_last_one(): pass", symbols="zz_last_one")])
     query = " ".join(f"module_{i}.func_{i}" for i in range(300)) + " zz_last_one"
     assert _first(index, query, field_boosts={"text": 0.0}) == "needle"
+
+
+def test_a_pasted_json_error_body_finds_the_message_it_quotes(index: LexicalIndex) -> None:
+    """The quoted part of a pasted message can be its constant part: every word is scored, and
+    a quoted value is a phrase of its own."""
+    index.upsert([
+        _code("raise_write", "# api/fragments.py · write_fragment\n"
+              "    raise PermissionDenied(\"you may not write fragments into this repository; "
+              "agents write into sessions\")", symbols="write_fragment"),
+        _prose("prose_write", "Agents write fragments. A repository holds fragments; sessions "
+               "hold what agents write. Permission denied errors are JSON."),
+    ])
+    query = ('{"error": {"code": "permission_denied", "message": "you may not write fragments '
+             'into this repository; agents write into sessions"}}')
+    assert _first(index, query) == "raise_write"
