@@ -133,7 +133,7 @@ def test_a_pasted_json_error_body_finds_the_message_it_quotes(index: LexicalInde
     a quoted value is a phrase of its own."""
     index.upsert([
         _code("raise_write", "# api/fragments.py · write_fragment\n"
-              "    raise PermissionDenied(\"you may not write fragments into this repository; "
+              "    raise Refused(\"you may not write fragments into this repository; "
               "agents write into sessions\")", symbols="write_fragment"),
         _prose("prose_write", "Agents write fragments. A repository holds fragments; sessions "
                "hold what agents write. Permission denied errors are JSON."),
