@@ -113,7 +113,8 @@ def test_the_instance_data_is_never_ingestable(cast, disk, superuser, which):
 def test_job_pages_show_server_paths_to_superusers_only(cast, disk, superuser):
     post_path(superuser, cast, str(disk["root"]))
     job = IngestionJob.objects.get()
-    assert str(disk["root"]) in client_for(superuser).get(f"/jobs/{job.public_id}/").content.decode()
+    page = client_for(superuser).get(f"/jobs/{job.public_id}/")
+    assert str(disk["root"]) in page.content.decode()
     page = client_for(cast.owner).get(f"/jobs/{job.public_id}/")
     assert page.status_code == 200 and str(disk["root"]) not in page.content.decode()
 
