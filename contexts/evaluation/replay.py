@@ -65,6 +65,10 @@ def _fusion(base: FusionConfig, values: dict) -> FusionConfig:
     """``base`` with the fusion keys present in ``values`` (trace parameters or overrides)."""
     fields = {f.name for f in dataclasses.fields(FusionConfig)}
     changes: dict = {}
+    # A trace of adaptive fusion records the convex weights the model chose for that query:
+    # replaying it re-applies those, and {"fusion": "adaptive"} asks the model anew.
+    if values.get("fusion") is not None:
+        changes["method"] = str(values["fusion"])
     if values.get("rrf_k") is not None:
         changes["k"] = float(values["rrf_k"])
     if values.get("leg_weights") is not None:

@@ -127,6 +127,10 @@ class ChunkPlan:
     fingerprint: int
     action: str
     pointer: SourcePointer | None = None
+
+    @property
+    def vector_key(self) -> str:
+        return indexing.vector_key(chunk_embedding_text(self.chunk))
     fragment_id: int | None = None
     uid: uuid.UUID | None = None
     vector: np.ndarray | None = None
@@ -295,15 +299,15 @@ class Ingestor:
     def _reuse_vectors(self, plans: list[FilePlan]) -> None:
         """Take vectors this model already computed for the same text (any organization)."""
         for namespace, generation in self._generations.items():
-            wanted = {c.text_hash: c for p in plans for c in p.chunks
+            wanted = {c.vector_key: c for p in plans for c in p.chunks
                       if c.action in ("create", "update") and c.chunk.namespace == namespace}
             if not wanted:
                 continue
             known = indexing.cached_vectors(generation, list(wanted))
             for p in plans:
                 for c in p.chunks:
-                    if c.text_hash in known and c.chunk.namespace == namespace:
-                        c.vector = np.asarray(known[c.text_hash], dtype=np.float32)
+                    if c.vector_key in known and c.chunk.namespace == namespace:
+                        c.vector = np.asarray(known[c.vector_key], dtype=np.float32)
 
     def _encode(self, plans: list[FilePlan]) -> None:
         """Vectors for every new or changed chunk (runs in the encoder thread: model only)."""
@@ -334,7 +338,7 @@ class Ingestor:
                     if pairs:
                         vectors = np.stack([c.vector for _, c in pairs])
                         indexing.write_embeddings(generation, [f for f, _ in pairs], vectors)
-                        indexing.cache_vectors(generation, [c.text_hash for _, c in pairs],
+                        indexing.cache_vectors(generation, [c.vector_key for _, c in pairs],
                                                vectors)
         except Exception as exc:  # noqa: BLE001 - retry one file at a time to isolate it
             if len(plans) == 1:
@@ -546,7 +550,8 @@ def whole_document_chunk(doc: NormalizedDocument) -> Chunk:
 
 
 def chunk_embedding_text(chunk_: Chunk) -> str:
-    return indexing.embedding_text_for(chunk_.title, chunk_.heading_path, chunk_.text)
+    return indexing.embedding_text_for(chunk_.title, chunk_.heading_path, chunk_.text,
+                                       namespace=chunk_.namespace, symbol=chunk_.symbol or "")
 
 
 def _version(plan: ChunkPlan) -> int:

@@ -29,7 +29,7 @@ from contexts.compression import compress, packed_tokens
 from contexts.metrics import observe_retrieval
 from contexts.models import Fragment, RetrievalTrace
 from contexts.models.traces import stage_table
-from contexts.retrieval import compose, dense, fuse, lexical
+from contexts.retrieval import adaptive, compose, dense, fuse, lexical
 from contexts.retrieval.degraded import lexical_code
 from contexts.retrieval.rerank import NoReranker, get_reranker
 from contexts.retrieval.types import (
@@ -153,7 +153,12 @@ def retrieve(request: RetrievalRequest, *, principal: Any = None, record_trace: 
         # Only what this request may retrieve is fused (e.g. superseded rows a leg still holds).
         legs = {leg: [(pk, score) for pk, score in hits if pk in rows]
                 for leg, hits in legs.items()}
-        candidates = fuse.fuse(legs, fusion, {pk: row.namespace for pk, row in rows.items()})
+        namespaces = {pk: row.namespace for pk, row in rows.items()}
+        adaptive_choice = None
+        if fusion.method == "adaptive":
+            share, adaptive_choice = adaptive.choose(request.query, legs, namespaces)
+            fusion = FusionConfig.convex_share(share)
+        candidates = fuse.fuse(legs, fusion, namespaces)
         timings["fuse"] = _ms(fuse_started)
 
         rerank_started = time.perf_counter()
@@ -169,7 +174,7 @@ def retrieve(request: RetrievalRequest, *, principal: Any = None, record_trace: 
     timings["total"] = _ms(started)
 
     result = RetrievalResult(packed, candidates, reranker.name, timings, fusion, weights,
-                             degraded=degraded)
+                             degraded=degraded, adaptive=adaptive_choice)
     writes: list[Callable[[], None]] = []
     if record_trace:
         result.trace_id = new_public_id(RetrievalTrace.PUBLIC_ID_PREFIX)
@@ -387,6 +392,7 @@ def _trace(request: RetrievalRequest, result: RetrievalResult, rows: dict[int, C
             "as_of": request.as_of.isoformat() if request.as_of else None,
             "legs": list(request.legs),
             **result.fusion.as_dict(),
+            "adaptive": result.adaptive,
             "weights": vars(result.weights),
         },
         reranker=result.reranker,

@@ -27,7 +27,9 @@ class FusionConfig:
     k: float = 60.0
     weights: LegWeights = (("dense", 1.0), ("lexical", 1.0))
     namespace_weights: tuple[tuple[str, LegWeights], ...] = ()
-    method: str = "rrf"  # rrf | convex (weighted min-max normalised scores)
+    # rrf | convex (weighted min-max normalised scores) | adaptive (convex, with the legs'
+    # weights chosen per query by contexts.retrieval.adaptive)
+    method: str = "rrf"
 
     @classmethod
     def from_settings(cls) -> FusionConfig:
@@ -38,6 +40,13 @@ class FusionConfig:
             namespace_weights=tuple(sorted(
                 (ns, _freeze(w)) for ns, w in conf.get("namespace_leg_weights", {}).items())),
         )
+
+    @classmethod
+    def convex_share(cls, lexical_share: float) -> FusionConfig:
+        """Convex fusion with the lexical leg weighted ``lexical_share`` and the dense leg the
+        rest, in every namespace (what adaptive fusion chose for one query)."""
+        share = min(1.0, max(0.0, float(lexical_share)))
+        return cls(method="convex", weights=_freeze({"lexical": share, "dense": 1.0 - share}))
 
     @cached_property
     def _weight_table(self) -> dict[str | None, dict[str, float]]:
@@ -173,6 +182,8 @@ class RetrievalResult:
     trace_id: str | None = None
     # leg → reason, for a requested leg that could not run (the answer came from the others).
     degraded: dict[str, str] = field(default_factory=dict)
+    # With adaptive fusion: the model's version, its features and the lexical share it chose.
+    adaptive: dict | None = None
     # Set by the API for an empty answer: where the caller's readable fragments are instead
     # (contexts.api.org_scope).
     hint: str | None = None

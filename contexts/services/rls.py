@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 
+from django.conf import settings
 from django.db import connection, transaction
 
 RETRIEVAL_ROLE = "contexts_retrieval"
@@ -29,8 +30,13 @@ def retrieval_scope(scope_ids: Collection[int], *, iterative_scan: bool = True) 
                         "set_config('app.allowed_scopes', %s, true)"]
         params = [RETRIEVAL_ROLE, pg_int_array(scope_ids)]
         if iterative_scan:
-            # Filtered HNSW scans otherwise stop early and return fewer than k rows.
+            # Filtered HNSW scans otherwise stop early and return fewer than k rows; and with
+            # pgvector's default candidate list (40) a top-100 is approximate: HNSW_EF_SEARCH
+            # (≥ the leg's depth) keeps it as good as an exact search (numbers in
+            # docs/retrieval-quality.md).
             settings_sql.append("set_config('hnsw.iterative_scan', 'relaxed_order', true)")
+            settings_sql.append("set_config('hnsw.ef_search', %s, true)")
+            params.append(str(settings.HNSW_EF_SEARCH))
         with connection.cursor() as cursor:
             cursor.execute("SELECT " + ", ".join(settings_sql), params)
         try:

@@ -279,3 +279,27 @@ def test_the_trace_commit_setting_stays_with_the_trace(cast, world):
     with connection.cursor() as cursor:
         cursor.execute("SHOW synchronous_commit")
         assert cursor.fetchone()[0] == "on"
+
+
+def test_the_trace_records_the_adaptive_choice_and_the_console_shows_it(api, cast, world):
+    from django.test import Client
+
+    from contexts.retrieval import adaptive
+
+    as_token(api, cast.raw_token)
+    trace_id = ask(api, "RateLimiter.acquire ERR_RATE",
+                   {"org_id": "acme", "repo_id": "web"}).json()["trace_id"]
+    parameters = api.get(f"/api/traces/{trace_id}").json()["parameters"]
+    choice = parameters["adaptive"]
+    assert choice["model"] == adaptive.load().version
+    assert set(choice["features"]) == set(adaptive.FEATURES)
+    assert choice["features"]["identifier_share"] > 0.5
+    share = choice["lexical_share"]
+    # The fusion that ran is the convex one with the chosen weights, recorded as such.
+    assert parameters["fusion"] == "convex"
+    assert parameters["leg_weights"] == pytest.approx({"lexical": share, "dense": 1 - share},
+                                                      abs=1e-4)
+    console = Client()
+    console.force_login(cast.lead)
+    page = console.get(f"/traces/{trace_id}/").content.decode()
+    assert "Adaptive fusion" in page and "identifier_share" in page

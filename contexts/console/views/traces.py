@@ -60,9 +60,10 @@ def trace_detail(request: HttpRequest, trace_id: str) -> HttpResponse:
     for candidate in candidates:
         candidate["linkable"] = candidate["id"] in links
         candidate["was_returned"] = candidate["id"] in returned
+    adaptive = trace.parameters.get("adaptive") or None
     parameters = [(key, json.dumps(value, sort_keys=True, default=str))
-                  for key, value in sorted(trace.parameters.items())]
+                  for key, value in sorted(trace.parameters.items()) if key != "adaptive"]
     return render(request, "console/trace_detail.html", {
         **org_context(request, trace.org, "traces"), "trace": trace, "scopes": scopes,
-        "candidates": candidates, "parameters": parameters,
+        "candidates": candidates, "parameters": parameters, "adaptive": adaptive,
         "degraded": degraded_legs.public(trace.degraded)})

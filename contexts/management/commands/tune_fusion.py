@@ -11,39 +11,57 @@ from __future__ import annotations
 import itertools
 import json
 import statistics
+from pathlib import Path
 
-from django.core.management.base import BaseCommand
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
+from django.utils import timezone
 
 from contexts.evaluation import dataset as datasets
-from contexts.evaluation import metrics
+from contexts.evaluation import fusion_fit, metrics
 from contexts.evaluation.harness import DEPTH, EvalOptions, Harness, create_org, drop_org
 from contexts.indexing import lexical_index
 from contexts.models import Fragment, SourcePointer
-from contexts.retrieval import RetrievalRequest, retrieve
+from contexts.retrieval import RetrievalRequest, adaptive, retrieve
 from contexts.retrieval.fuse import convex, rrf
 from contexts.retrieval.types import FusionConfig
 
 K_GRID = (10, 20, 40, 60, 100)
 LEXICAL_WEIGHTS = (0.1, 0.2, 0.35, 0.5, 0.75, 1.0, 1.25)
 CONVEX_WEIGHTS = (0.1, 0.2, 0.3, 0.5, 0.7, 0.85, 1.0, 1.2, 1.5)
-BOOSTS = ({"title": 1.0, "body": 1.0, "identifiers": 2.0},
-          {"title": 0.5, "body": 1.0, "identifiers": 1.0},
-          {"title": 0.0, "body": 1.0, "identifiers": 1.0},
-          {"title": 1.0, "body": 1.0, "identifiers": 0.5},
-          {"title": 2.0, "body": 1.0, "identifiers": 1.0})
+# The lexical leg is one BM25 field over title+body (no per-corpus field boosts, issue 19); the
+# grid keeps only the identifier clauses' weight, which plain-word queries never reach.
+BOOSTS = ({"text": 1.0, "identifiers": 2.0, "symbols": 2.0, "paths": 2.0, "phrases": 1.0},
+          {"text": 1.0, "identifiers": 1.0, "symbols": 1.0, "paths": 1.0, "phrases": 1.0})
 
 
 class Command(BaseCommand):
     help = "Grid-search fusion parameters on a train/dev split and print the best settings."
 
     def add_arguments(self, parser) -> None:
-        parser.add_argument("dataset")
+        parser.add_argument("dataset", nargs="?")
         parser.add_argument("--split", default="train")
         parser.add_argument("--limit", type=int)
         parser.add_argument("--json", dest="json_out")
+        parser.add_argument(
+            "--fit", nargs="+", metavar="DATASET:SPLIT",
+            help="fit the adaptive-fusion model on these train/dev splits and write it to "
+                 "contexts/retrieval/fusion_model.json (e.g. ../shared/datasets/scifact:train)")
+        parser.add_argument("--cache", default=str(settings.VAR_DIR / "tune"),
+                            help="where --fit keeps each split's per-query results")
+        parser.add_argument("--refresh", action="store_true",
+                            help="with --fit: run the queries again instead of the cache")
+        parser.add_argument("--model-version", default=None,
+                            help="with --fit: the version recorded in every trace")
 
-    def handle(self, *args, dataset: str, split: str, limit: int | None, json_out: str | None,
-               **options) -> None:
+    def handle(self, *args, dataset: str | None, split: str, limit: int | None,
+               json_out: str | None, fit: list[str] | None = None, **options) -> None:
+        if fit:
+            self._fit(fit, Path(options["cache"]), options["refresh"],
+                      options["model_version"], json_out)
+            return
+        if dataset is None:
+            raise CommandError("name a DATASET, or give --fit DATASET:SPLIT …")
         if split == "test":
             self.stderr.write("refusing to tune on a test split")
             return
@@ -83,6 +101,25 @@ class Command(BaseCommand):
         if json_out:
             with open(json_out, "w") as out:
                 json.dump(rows, out, indent=1)
+
+    def _fit(self, specs: list[str], cache: Path, refresh: bool, version: str | None,
+             json_out: str | None) -> None:
+        sets = []
+        for spec in specs:
+            path, _, split = spec.rpartition(":")
+            if not path or not split:
+                raise CommandError(f"{spec!r}: give DATASET:SPLIT, e.g. scifact:train")
+            if split == "test":
+                raise CommandError(f"{spec!r}: the fusion model is never fitted on a test split")
+            sets.append(fusion_fit.collect_cached(path, split, cache, self.stdout.write,
+                                                  refresh=refresh))
+        version = version or f"fusion-{timezone.now():%Y%m%d}"
+        model = fusion_fit.fit(sets, version=version)
+        summary = fusion_fit.report(sets, model, self.stdout.write)
+        adaptive.MODEL_PATH.write_text(json.dumps(model.as_json(report=summary), indent=1) + "\n")
+        self.stdout.write(f"wrote {adaptive.MODEL_PATH} ({version})")
+        if json_out:
+            Path(json_out).write_text(json.dumps(summary, indent=1))
 
     def _score(self, harness, queries, ranking_of) -> float:
         values = []

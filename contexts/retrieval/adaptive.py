@@ -1,0 +1,160 @@
+"""Query-adaptive fusion: how much each leg counts is decided per query, by a small model.
+
+A fixed weight cannot suit both "what does this function do" (the dense leg knows) and
+"ImproperlyConfigured: The SECRET_KEY setting must not be empty" (only the lexical leg finds the
+exact words). So after both legs ran, cheap features of the query and of the two ranked lists
+(:func:`features`) go through a softmax policy over a grid of lexical shares; the expected share
+``α`` weighs the legs in convex fusion (lexical ``α``, dense ``1 − α``).
+
+The policy is learned by ``manage.py tune_fusion DATASET … --fit`` on train/dev splits only and
+stored as a reviewable JSON artifact next to this module (:data:`MODEL_PATH`); every trace records
+the features, the share and the model's version, and the console's trace page shows them.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+MODEL_PATH = Path(__file__).with_name("fusion_model.json")
+
+# The features, in the model's column order. Each is on a scale that does not depend on the
+# corpus's size or the BM25 score's magnitude, so the model can carry to corpora it never saw.
+FEATURES = (
+    "identifier_share",   # share of query tokens that look like code identifiers or paths
+    "error_like",         # 1 when the query looks like a pasted error or stack line
+    "log_terms",          # log(1 + number of word tokens)
+    "quoted",             # 1 when the query quotes a string
+    "lexical_gap",        # (s1 − s2) / s1 of the lexical leg: one document far ahead
+    "lexical_spread",     # (s1 − s10) / s1 of the lexical leg
+    "lexical_depth",      # hits the lexical leg found / 100
+    "dense_top",          # the best cosine similarity
+    "dense_gap",          # s1 − s2 of the dense leg
+    "agreement",          # |top-10 lexical ∩ top-10 dense| / 10
+    "code_share",         # share of code fragments among both legs' top-20
+)
+
+_WORD = re.compile(r"[\w./:-]+")
+_SNAKE = re.compile(r"[A-Za-z0-9]_[A-Za-z0-9]|^_\w")
+_CAMEL = re.compile(r"[a-z0-9][A-Z]|[A-Z]{2,}[a-z]")
+_DOTTED = re.compile(r"\w\.\w*[A-Za-z_]\w*|::")
+_PATH = re.compile(r"\w/\w|\.(py|js|ts|go|rs|java|md|txt|toml|yaml|json)\b")
+_ERROR = re.compile(
+    r"Traceback \(most recent call last\)|File \"[^\"]+\", line \d+|"
+    r"\b[A-Z]\w*(Error|Exception|Warning|Denied|Refused|NotFound|Invalid\w*)\b\s*[:(]|"
+    r"\berror\s*[:\[]|\bexit (code|status) \d+|\b(E|W)\d{3,4}\b|\berrno\b", re.IGNORECASE)
+_QUOTED = re.compile(r"'[^'\n]{2,}'|\"[^\"\n]{2,}\"|`[^`\n]+`")
+
+
+def _is_identifier(token: str) -> bool:
+    token = token.strip(".:,;-")
+    return bool(_SNAKE.search(token) or _CAMEL.search(token) or _DOTTED.search(token)
+                or _PATH.search(token))
+
+
+def text_features(query: str) -> dict[str, float]:
+    tokens = _WORD.findall(query)
+    identifiers = sum(1 for t in tokens if _is_identifier(t))
+    return {
+        "identifier_share": identifiers / len(tokens) if tokens else 0.0,
+        "error_like": 1.0 if _ERROR.search(query) else 0.0,
+        "log_terms": math.log1p(len(tokens)),
+        "quoted": 1.0 if _QUOTED.search(query) else 0.0,
+    }
+
+
+def _relative_gap(scores: Sequence[float], i: int) -> float:
+    if len(scores) <= i or scores[0] <= 0:
+        return 1.0 if scores else 0.0
+    return max(0.0, (scores[0] - scores[i]) / scores[0])
+
+
+def features(query: str, legs: Mapping[str, Sequence[tuple[int, float]]],
+             namespaces: Mapping[int, str]) -> dict[str, float]:
+    """The model's inputs for one query: its text and the two legs' ranked ``(pk, score)``."""
+    lexical = [score for _, score in legs.get("lexical", ())]
+    dense = [score for _, score in legs.get("dense", ())]
+    top_lexical = {pk for pk, _ in legs.get("lexical", ())[:10]}
+    top_dense = {pk for pk, _ in legs.get("dense", ())[:10]}
+    pool = {pk for leg in legs.values() for pk, _ in leg[:20]}
+    code = sum(1 for pk in pool if namespaces.get(pk) == "code")
+    return {
+        **text_features(query),
+        "lexical_gap": _relative_gap(lexical, 1),
+        "lexical_spread": _relative_gap(lexical, 9),
+        "lexical_depth": min(len(lexical), 100) / 100,
+        "dense_top": dense[0] if dense else 0.0,
+        "dense_gap": dense[0] - dense[1] if len(dense) > 1 else 0.0,
+        "agreement": len(top_lexical & top_dense) / 10,
+        "code_share": code / len(pool) if pool else 0.0,
+    }
+
+
+@dataclass(frozen=True)
+class FusionModel:
+    """A softmax policy over lexical shares ``grid``: p = softmax(W · standardised x + b)."""
+
+    version: str
+    grid: tuple[float, ...]
+    mean: np.ndarray
+    scale: np.ndarray
+    weights: np.ndarray      # len(grid) × len(FEATURES)
+    bias: np.ndarray         # len(grid)
+    trained_on: tuple[str, ...] = ()
+
+    def probabilities(self, values: Mapping[str, float]) -> np.ndarray:
+        x = (np.array([values[name] for name in FEATURES]) - self.mean) / self.scale
+        logits = self.weights @ x + self.bias
+        logits -= logits.max()
+        p = np.exp(logits)
+        return p / p.sum()
+
+    def lexical_share(self, values: Mapping[str, float]) -> float:
+        """The expected share: smoother than the likeliest grid point, so a small change in the
+        features never flips the ranking wholesale."""
+        return float(np.dot(self.probabilities(values), self.grid))
+
+    def as_json(self, **extra: object) -> dict:
+        return {"version": self.version, "features": list(FEATURES), "grid": list(self.grid),
+                "mean": self.mean.round(6).tolist(), "scale": self.scale.round(6).tolist(),
+                "weights": self.weights.round(6).tolist(), "bias": self.bias.round(6).tolist(),
+                "trained_on": list(self.trained_on), **extra}
+
+    @classmethod
+    def from_json(cls, data: Mapping) -> FusionModel:
+        if list(data["features"]) != list(FEATURES):
+            raise ValueError(f"fusion model {data.get('version')} was fitted on other "
+                             "features; re-fit it with manage.py tune_fusion --fit")
+        return cls(version=str(data["version"]), grid=tuple(float(a) for a in data["grid"]),
+                   mean=np.array(data["mean"], dtype=float),
+                   scale=np.array(data["scale"], dtype=float),
+                   weights=np.array(data["weights"], dtype=float),
+                   bias=np.array(data["bias"], dtype=float),
+                   trained_on=tuple(data.get("trained_on", ())))
+
+
+@lru_cache(maxsize=4)
+def load(path: str = str(MODEL_PATH)) -> FusionModel:
+    return FusionModel.from_json(json.loads(Path(path).read_text()))
+
+
+def choose(query: str, legs: Mapping[str, Sequence[tuple[int, float]]],
+           namespaces: Mapping[int, str], model: FusionModel | None = None
+           ) -> tuple[float, dict]:
+    """(lexical share α, what the trace records of the choice). With one leg missing (its
+    index down, or a one-leg request) the other gets it all."""
+    model = model or load()
+    values = features(query, legs, namespaces)
+    if not legs.get("lexical") or not legs.get("dense"):
+        share = 1.0 if legs.get("lexical") else 0.0
+    else:
+        share = model.lexical_share(values)
+    return share, {"model": model.version, "lexical_share": round(share, 4),
+                   "features": {name: round(value, 4) for name, value in values.items()}}
