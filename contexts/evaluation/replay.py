@@ -30,7 +30,8 @@ WORD = re.compile(r"\w+")
 # Request fields a candidate configuration may override, besides the fusion settings.
 REQUEST_FIELDS = ("legs", "reranker", "k_lexical", "k_dense", "rerank_top", "budget_tokens",
                   "min_score", "freshness_halflife_days", "max_fragments")
-FUSION_KEYS = ("rrf_k", "leg_weights", "namespace_leg_weights")
+FUSION_KEYS = ("fusion", "rrf_k", "leg_weights", "namespace_leg_weights")
+FUSIONS = ("adaptive", "convex", "rrf")
 ALLOWED_KEYS = frozenset({*REQUEST_FIELDS, *FUSION_KEYS, "weights"})
 
 
@@ -51,6 +52,8 @@ def parse_config(text: str | None) -> dict:
     if unknown:
         raise ValueError(f"--pipeline: unknown key(s) {', '.join(unknown)}; allowed: "
                          f"{', '.join(sorted(ALLOWED_KEYS))}")
+    if config.get("fusion") is not None and config["fusion"] not in FUSIONS:
+        raise ValueError(f"--pipeline: fusion must be one of {', '.join(FUSIONS)}")
     legs = config.get("legs")
     if legs is not None and (not legs or not set(legs) <= {"lexical", "dense"}):
         raise ValueError("--pipeline: legs must be a non-empty subset of lexical, dense")

@@ -83,11 +83,17 @@ def test_the_request_is_rebuilt_from_the_trace_and_overridden(recorded):
     assert candidate.fusion.k == 20.0 and candidate.legs == ("dense",)
     assert candidate.fusion.weight("lexical") == 0.5
     assert candidate.scope_ids == request.scope_ids and candidate.query == request.query
+    # The trace recorded the convex weights adaptive fusion chose: replayed as recorded, those
+    # run again; {"fusion": "adaptive"} asks the model anew.
+    assert trace.parameters["fusion"] == "convex" and request.fusion.method == "convex"
+    assert candidate_request(request, parse_config('{"fusion": "adaptive"}')).fusion.method \
+        == "adaptive"
 
 
 @pytest.mark.parametrize("config, message", [
     ('{"rrf": 20}', "unknown key(s) rrf"),
     ('{"legs": ["sparse"]}', "legs must be"),
+    ('{"fusion": "magic"}', "fusion must be one of"),
     ("[1, 2]", "expected a JSON object"),
     ("not json", "not JSON"),
 ])
