@@ -8,7 +8,6 @@ import json
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -17,9 +16,8 @@ from typing import Any
 
 import httpx2
 
+from tests.api.test_mcp import _wait_until_serving
 from tests.conftest import ROOT, stop_worker
-
-STARTUP_TIMEOUT = 60.0
 
 
 @dataclass
@@ -76,21 +74,8 @@ def serve(env: dict[str, str], root: Path) -> Iterator[Served]:
         )
     try:
         served = Served(f"http://127.0.0.1:{port}", log_path)
-        _wait_until_serving(web, served)
+        _wait_until_serving(web, served.base_url, served.log_path)
         yield served
     finally:
         stop_worker(web)  # SIGTERM to its process group, SIGKILL after 20 s
 
-
-def _wait_until_serving(process: subprocess.Popen, served: Served) -> None:
-    deadline = time.monotonic() + STARTUP_TIMEOUT
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"uvicorn exited: {served.log_path.read_text()}")
-        try:
-            httpx2.get(f"{served.base_url}/mcp", timeout=1)
-            return
-        except httpx2.TransportError:
-            time.sleep(0.2)
-    raise RuntimeError(f"uvicorn did not answer within {STARTUP_TIMEOUT} s: "
-                       f"{served.log_path.read_text()}")
