@@ -105,7 +105,7 @@ def encode_cached(generation: EmbeddingGeneration, texts: Sequence[str],
     """Vectors for ``texts``; a content hash already embedded by this generation is reused."""
     known = cached_vectors(generation, hashes)
     missing = [i for i, h in enumerate(hashes) if h not in known]
-    vectors = np.zeros((len(texts), 384), dtype=np.float32)
+    vectors = np.zeros((len(texts), generation.dim), dtype=np.float32)
     if missing:
         fresh = embedder_for(generation).encode([texts[i] for i in missing])
         for row, i in enumerate(missing):

@@ -13,7 +13,6 @@ pgvector, restricted to the same organization partition, home scope and active f
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
 
 import numpy as np
 from django.db import connection, transaction
@@ -23,14 +22,6 @@ from contexts.models import EmbeddingGeneration
 from contexts.models.embeddings import GenerationState
 
 BLOCK = 512
-
-
-@dataclass(frozen=True)
-class Pair:
-    a: int  # fragment pk, a < b
-    b: int
-    distance: int | None = None
-    cosine: float | None = None
 
 
 def fingerprint(stored: int | None, body: str) -> int:

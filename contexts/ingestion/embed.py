@@ -19,7 +19,6 @@ from importlib import metadata
 from pathlib import Path
 
 import numpy as np
-from django.conf import settings
 
 from contexts import frames
 
@@ -133,8 +132,3 @@ def load_embedder(name_or_path: str) -> Embedder:
     """A model by configured name or path; each distinct model is loaded once per process."""
     spec = resolve_model(name_or_path)
     return _load(spec.location, spec.name, spec.version)
-
-
-def get_embedder(namespace: str) -> Embedder:
-    """The model of ``namespace``; namespaces configured with the same model share one copy."""
-    return load_embedder(settings.EMBEDDING_MODELS[namespace])

@@ -22,31 +22,32 @@ class FusionConfig:
 
     Leg weights may differ per namespace: for code, natural-language queries share few words
     with the text, so the lexical leg deserves less trust than for prose.
+
+    Every field left out comes from ``settings.RETRIEVAL``, the one place the defaults live
+    (``FusionConfig()`` is the configured fusion).
     """
 
-    k: float = 60.0
-    weights: LegWeights = (("dense", 1.0), ("lexical", 1.0))
-    namespace_weights: tuple[tuple[str, LegWeights], ...] = ()
+    k: float = field(default_factory=lambda: float(settings.RETRIEVAL["rrf_k"]))
+    weights: LegWeights = field(
+        default_factory=lambda: _freeze(settings.RETRIEVAL["leg_weights"]))
+    namespace_weights: tuple[tuple[str, LegWeights], ...] = field(
+        default_factory=lambda: tuple(sorted(
+            (ns, _freeze(w)) for ns, w in settings.RETRIEVAL["namespace_leg_weights"].items())))
     # rrf | convex (weighted min-max normalised scores) | adaptive (convex, with the legs'
     # weights chosen per query by contexts.retrieval.adaptive)
-    method: str = "rrf"
+    method: str = field(default_factory=lambda: settings.RETRIEVAL["fusion"])
 
     @classmethod
     def from_settings(cls) -> FusionConfig:
-        conf = settings.RETRIEVAL
-        return cls(
-            k=float(conf["rrf_k"]), weights=_freeze(conf["leg_weights"]),
-            method=conf.get("fusion", "rrf"),
-            namespace_weights=tuple(sorted(
-                (ns, _freeze(w)) for ns, w in conf.get("namespace_leg_weights", {}).items())),
-        )
+        return cls()
 
     @classmethod
     def convex_share(cls, lexical_share: float) -> FusionConfig:
         """Convex fusion with the lexical leg weighted ``lexical_share`` and the dense leg the
         rest, in every namespace (what adaptive fusion chose for one query)."""
         share = min(1.0, max(0.0, float(lexical_share)))
-        return cls(method="convex", weights=_freeze({"lexical": share, "dense": 1.0 - share}))
+        return cls(method="convex", weights=_freeze({"lexical": share, "dense": 1.0 - share}),
+                   namespace_weights=())
 
     @cached_property
     def _weight_table(self) -> dict[str | None, dict[str, float]]:
@@ -64,14 +65,19 @@ class FusionConfig:
                 "namespace_leg_weights": {ns: dict(w) for ns, w in self.namespace_weights}}
 
 
+def _default_weight(name: str):
+    return field(default_factory=lambda: float(settings.DEFAULT_WEIGHTS[name]))
+
+
 @dataclass(frozen=True)
 class Weights:
-    """Compose blend: ``w_r·relevance + w_f·freshness + w_c·authority + w_p·pinned``."""
+    """Compose blend: ``w_r·relevance + w_f·freshness + w_c·authority + w_p·pinned``; a weight
+    left out is ``settings.DEFAULT_WEIGHTS``'s."""
 
-    w_r: float = 0.7
-    w_f: float = 0.15
-    w_c: float = 0.1
-    w_p: float = 0.05
+    w_r: float = _default_weight("w_r")
+    w_f: float = _default_weight("w_f")
+    w_c: float = _default_weight("w_c")
+    w_p: float = _default_weight("w_p")
 
     @property
     def total(self) -> float:

@@ -26,7 +26,7 @@ def _embed_all(fragments):
         Embedding.objects.create(
             org_id=fragment.org_id, fragment=fragment, fragment_version=1,
             generation=generation, namespace="prose", scope_ids=fragment.scope_ids,
-            content_hash=fragment.content_hash, embedding=np.ones(384),
+            content_hash=fragment.content_hash, embedding=np.ones(generation.dim),
         )
 
 

@@ -172,7 +172,8 @@ def test_a_mixed_tree_becomes_fragments_pointers_links_vectors_and_index_entries
     assert front[0][0] in {f.pk for f in adr.values()}
     assert len(links) == 2
 
-    # Versions and vectors: version 1 each, exactly one 384-d vector in the active generation.
+    # Versions and vectors: version 1 each, exactly one vector, of the
+    # model's dimension, in the active generation.
     for fragment in fragments.values():
         assert fragment.version == 1
         assert list(fragment.versions.values_list("number", flat=True)) == [1]

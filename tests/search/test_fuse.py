@@ -9,7 +9,8 @@ from contexts.retrieval.types import FusionConfig
 
 LEGS = {"lexical": [(1, 12.0), (2, 8.0), (3, 4.0)], "dense": [(2, 0.9), (4, 0.5)]}
 CONFIG = FusionConfig(k=10.0, weights=(("dense", 1.0), ("lexical", 0.5)),
-                      namespace_weights=(("code", (("dense", 1.0), ("lexical", 0.0))),))
+                      namespace_weights=(("code", (("dense", 1.0), ("lexical", 0.0))),),
+                      method="rrf")
 
 
 def test_rrf_sums_weighted_reciprocal_ranks_and_scales_relevance_per_namespace() -> None:
@@ -41,3 +42,17 @@ def test_fuse_dispatches_on_the_configured_method() -> None:
     assert fuse(LEGS, convex_config)[1].relevance == convex(LEGS, convex_config)[1].relevance
     with pytest.raises(ValueError, match="unknown fusion method"):
         fuse(LEGS, FusionConfig(method="max"))
+
+
+def test_the_defaults_are_the_settings(settings) -> None:
+    # One source of truth: a field left out is settings.RETRIEVAL's (or DEFAULT_WEIGHTS').
+    from contexts.retrieval.types import Weights
+
+    assert FusionConfig() == FusionConfig.from_settings()
+    assert FusionConfig().as_dict() == {key: settings.RETRIEVAL[key] for key in (
+        "fusion", "rrf_k", "leg_weights", "namespace_leg_weights")}
+    assert vars(Weights()) == settings.DEFAULT_WEIGHTS
+    settings.RETRIEVAL = {**settings.RETRIEVAL, "fusion": "rrf", "rrf_k": 42.0}
+    settings.DEFAULT_WEIGHTS = {**settings.DEFAULT_WEIGHTS, "w_r": 0.5}
+    assert (FusionConfig().method, FusionConfig().k) == ("rrf", 42.0)
+    assert Weights().w_r == 0.5 and FusionConfig(k=7.0).method == "rrf"

@@ -12,6 +12,7 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 
 from contexts.ingestion.embed import ModelSpec, encode_query_with, resolve_model
+from contexts.models.embeddings import EMBEDDING_DIM
 from contexts.retrieval import query_encoder
 from contexts.retrieval.query_encoder import Pending
 
@@ -38,7 +39,7 @@ def expected(text: str) -> np.ndarray:
 def test_the_child_process_gives_the_in_process_vector(process_mode) -> None:
     [vector], done_at = Pending(SPECS, QUERY).result()
     assert child_pid() not in (None, os.getpid())
-    assert vector.shape == (384,) and done_at > 0
+    assert vector.shape == (EMBEDDING_DIM,) and done_at > 0
     np.testing.assert_allclose(vector, expected(QUERY), atol=1e-5)
 
 
@@ -69,14 +70,14 @@ def test_an_error_in_the_child_reaches_the_caller_and_the_child_serves_on(proces
         Pending([missing], QUERY).result()
     pid = child_pid()
     [vector], _ = Pending(SPECS, QUERY).result()
-    assert child_pid() == pid and vector.shape == (384,)
+    assert child_pid() == pid and vector.shape == (EMBEDDING_DIM,)
 
 
 def test_thread_mode_starts_no_child(settings) -> None:
     settings.RETRIEVAL = {**settings.RETRIEVAL, "query_encoder": "thread"}
     before = query_encoder._child
     [vector], _ = Pending(SPECS, QUERY).result()
-    assert vector.shape == (384,) and query_encoder._child is before
+    assert vector.shape == (EMBEDDING_DIM,) and query_encoder._child is before
 
 
 def test_an_unknown_mode_is_a_configuration_error(settings) -> None:
@@ -147,4 +148,4 @@ def test_the_child_leaves_stop_signals_to_its_parent(process_mode) -> None:
     pid = child_pid()
     os.kill(pid, signal.SIGTERM)  # what stopping the server's process group sends it
     [vector], _ = Pending(SPECS, QUERY).result()
-    assert child_pid() == pid and vector.shape == (384,)
+    assert child_pid() == pid and vector.shape == (EMBEDDING_DIM,)

@@ -67,6 +67,7 @@ from contexts.models import (
     Nudge,
     RetrievalTrace,
 )
+from contexts.models.embeddings import EMBEDDING_DIM
 from contexts.models.governance import NudgeState
 from contexts.services.fragments import content_hash, create_fragment, retire_fragment
 from contexts.services.pins import pin_fragment
@@ -526,7 +527,8 @@ def warm(db, settings, tmp_path):  # noqa: F811 - pytest-django's settings fixtu
     process (the query encoder still embeds each query with it)."""
     settings.LEXICAL_INDEX_DIR = tmp_path / "index"
     hashes = [content_hash(fragment_body(n)) for n in range(MAX_FRAGMENTS)]
-    vectors = np.random.default_rng(7).standard_normal((MAX_FRAGMENTS, 384)).astype(np.float32)
+    rng = np.random.default_rng(7)
+    vectors = rng.standard_normal((MAX_FRAGMENTS, EMBEDDING_DIM)).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     for namespace in NAMESPACES:
         cache_vectors(active_generation(namespace), hashes, vectors)
@@ -970,7 +972,7 @@ def test_row_level_security_alone_keeps_other_scopes_out(warm, leak_stats, spec,
                         [list(allowed)])[0][0] == 0
             # The production queries with their own scope filter widened to every scope.
             vectors = {tuple(g.pk for g in dense.generations().values()):
-                       np.ones(384, dtype=np.float32)}
+                       np.ones(EMBEDDING_DIM, dtype=np.float32)}
             for org_id in org_ids:
                 # as_of: every status, so retired fragments are asked for too.
                 request = RetrievalRequest(query="x", org_id=org_id,

@@ -140,7 +140,8 @@ class Command(BaseCommand):
             rows.append({"legs": "bm25", "boosts": BOOSTS[b], "ndcg@10": round(self._score(
                 harness, queries, lambda q, runs=runs: [pk for pk, _ in runs[q]]), 4)})
         for b, k, w in itertools.product(lexical_runs, K_GRID, LEXICAL_WEIGHTS):
-            config = FusionConfig(k=k, weights=(("dense", 1.0), ("lexical", w)))
+            config = FusionConfig(k=k, weights=(("dense", 1.0), ("lexical", w)),
+                                  namespace_weights=(), method="rrf")
 
             def fused(qid, b=b, config=config):
                 candidates = rrf({"lexical": lexical_runs[b][qid], "dense": dense_runs[qid]},
@@ -152,7 +153,8 @@ class Command(BaseCommand):
                          "lexical_weight": w,
                          "ndcg@10": round(self._score(harness, queries, fused), 4)})
         for b, w in itertools.product(lexical_runs, CONVEX_WEIGHTS):
-            config = FusionConfig(weights=(("dense", 1.0), ("lexical", w)))
+            config = FusionConfig(weights=(("dense", 1.0), ("lexical", w)),
+                                  namespace_weights=(), method="convex")
 
             def combined(qid, b=b, config=config):
                 candidates = convex({"lexical": lexical_runs[b][qid],
