@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from contexts.ingestion.tokens import count_tokens
+from contexts.tokens import count_tokens
 
 BLANK_RUNS = re.compile(r"\n{3,}")
 

@@ -1,7 +1,7 @@
 """Length-prefixed pickle frames over a stream socket, each read or write bounded by a deadline.
 
 The query encoder's parent and child talk through a ``socket.socketpair`` with these frames
-(``contexts.retrieval.query_encoder``, ``contexts.ingestion.embed.serve_queries``). A
+(``contexts.retrieval.query_encoder``, ``contexts.embedder.serve_queries``). A
 ``multiprocessing`` ``Connection`` has no send timeout: a child that stopped reading once held a
 web process's sender, and with it every later retrieval, for good. Here the parent passes a
 deadline and gets :class:`FrameTimeout` instead; the child passes none and blocks (it has

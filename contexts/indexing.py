@@ -20,7 +20,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from accounts.models import Organization
-from contexts.ingestion.embed import Embedder, load_embedder, resolve_model
+from contexts.embedder import Embedder, load_embedder, resolve_model
 from contexts.models import Embedding, EmbeddingGeneration, Fragment, FragmentStatus, VectorCache
 from contexts.models.embeddings import GenerationState
 from contexts.search import (

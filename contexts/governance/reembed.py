@@ -30,8 +30,8 @@ from django.db import connection, transaction
 from django.db.models import Exists, OuterRef, QuerySet
 
 from contexts import indexing
+from contexts.embedder import resolve_model
 from contexts.governance.clock import resolve
-from contexts.ingestion.embed import resolve_model
 from contexts.models import Embedding, EmbeddingGeneration, Fragment
 from contexts.models.embeddings import EMBEDDING_DIM, GenerationState
 from contexts.services.errors import InvalidOperation

@@ -23,8 +23,9 @@ from typing import Any
 
 from tree_sitter import Language, Node, Parser
 
+from contexts.tokens import count_tokens
+
 from .packing import Draft, LineTable, build_chunks, pack
-from .tokens import count_tokens
 from .types import Chunk, NormalizedDocument
 
 logger = logging.getLogger(__name__)

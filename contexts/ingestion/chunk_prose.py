@@ -20,8 +20,9 @@ from dataclasses import dataclass
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
+from contexts.tokens import count_tokens
+
 from .packing import Draft, LineTable, build_chunks, pack, split_sentences
-from .tokens import count_tokens
 from .types import Chunk, NormalizedDocument
 
 MAX_TOKENS = 700  # a section up to this size (breadcrumb included) stays whole

@@ -14,7 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import accumulate
 
-from .tokens import count_tokens, count_tokens_batch, split_by_tokens
+from contexts.tokens import count_tokens, count_tokens_batch, split_by_tokens
+
 from .types import Chunk
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")

@@ -36,7 +36,6 @@ from contexts.ingestion.chunk import CHUNKER_VERSION, chunk
 from contexts.ingestion.normalize import normalize
 from contexts.ingestion.simhash import BandIndex, simhash, to_signed64, to_unsigned64
 from contexts.ingestion.sources import Skipped, SourceFile
-from contexts.ingestion.tokens import count_tokens
 from contexts.ingestion.types import CODE_LANGUAGES, Chunk, NormalizedDocument
 from contexts.models import (
     Context,
@@ -49,6 +48,7 @@ from contexts.models import (
 )
 from contexts.models.fragments import LinkKind
 from contexts.services import fragments as fragment_service
+from contexts.tokens import count_tokens
 
 logger = logging.getLogger(__name__)
 UID_NAMESPACE = uuid.UUID("6f1c3a52-8a43-4c1e-9a57-2f0c8e7b9d10")

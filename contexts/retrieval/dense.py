@@ -11,8 +11,8 @@ from django.conf import settings
 from django.db import connection
 
 from accounts.sql import model_columns
+from contexts.embedder import resolve_model
 from contexts.indexing import NAMESPACES, active_generation, embedder_for
-from contexts.ingestion.embed import resolve_model
 from contexts.models import EmbeddingGeneration
 from contexts.models.embeddings import GenerationState
 from contexts.models.fragments import FragmentStatus

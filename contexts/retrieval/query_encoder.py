@@ -41,7 +41,7 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 from contexts import frames
-from contexts.ingestion.embed import ModelSpec, encode_query_with, resolve_model, serve_queries
+from contexts.embedder import ModelSpec, encode_query_with, resolve_model, serve_queries
 
 logger = logging.getLogger(__name__)
 

@@ -21,7 +21,6 @@ from django.utils import timezone
 
 from accounts.models import Scope
 from accounts.permissions import may, principal_user
-from contexts.ingestion.tokens import count_tokens
 from contexts.models import (
     Context,
     Fragment,
@@ -33,6 +32,7 @@ from contexts.models import (
 from contexts.models.fragments import LinkKind, Namespace
 from contexts.services import audit
 from contexts.services.errors import EditConflict, InvalidOperation
+from contexts.tokens import count_tokens
 
 # Sent (after commit) with the ids of fragments whose text, status or visibility changed, so
 # derived indexes (tantivy, embeddings) can follow. Receivers: contexts.indexing.

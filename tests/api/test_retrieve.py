@@ -8,7 +8,6 @@ from django.utils import timezone
 from accounts.permissions import SYSTEM
 from accounts.tokens import create_token
 from contexts.indexing import reindex_fragments
-from contexts.ingestion.tokens import count_tokens
 from contexts.models import Fragment
 from contexts.services.fragments import (
     create_fragment,
@@ -17,6 +16,7 @@ from contexts.services.fragments import (
     supersede_fragment,
 )
 from contexts.services.pins import pin_fragment
+from contexts.tokens import count_tokens
 from tests.api.conftest import as_token
 
 URL = "/api/contexts/retrieve"

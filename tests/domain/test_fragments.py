@@ -5,7 +5,6 @@ from django.core.exceptions import PermissionDenied
 from django.db import DatabaseError, transaction
 
 from contexts.compression import compress
-from contexts.ingestion.tokens import count_tokens
 from contexts.models import AuditEvent, Fragment, FragmentStatus, FragmentVersion, Pin
 from contexts.services.errors import EditConflict, InvalidOperation
 from contexts.services.fragments import (
@@ -17,6 +16,7 @@ from contexts.services.fragments import (
     supersede_fragment,
 )
 from contexts.services.pins import move_pin, pin_fragment, reorder_pins, unpin_fragment
+from contexts.tokens import count_tokens
 
 
 @pytest.fixture

@@ -7,8 +7,8 @@ from pathlib import Path
 from contexts.ingestion import chunk_prose
 from contexts.ingestion.chunk import CHUNKER_VERSION, chunk
 from contexts.ingestion.normalize import normalize
-from contexts.ingestion.tokens import count_tokens
 from contexts.ingestion.types import Chunk, NormalizedDocument
+from contexts.tokens import count_tokens
 
 SAMPLES = Path(__file__).parent / "samples"
 

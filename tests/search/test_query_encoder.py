@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from contexts.ingestion.embed import ModelSpec, encode_query_with, resolve_model
+from contexts.embedder import ModelSpec, encode_query_with, resolve_model
 from contexts.models.embeddings import EMBEDDING_DIM
 from contexts.retrieval import query_encoder
 from contexts.retrieval.query_encoder import Pending

@@ -28,8 +28,8 @@ import numpy as np
 import pytest
 
 from accounts.permissions import SYSTEM
+from contexts.embedder import encode_query_with, resolve_model
 from contexts.indexing import reindex_fragments
-from contexts.ingestion.embed import encode_query_with, resolve_model
 from contexts.loadtest import gunicorn
 from contexts.retrieval import query_encoder
 from contexts.retrieval.query_encoder import ChildDied, Pending
