@@ -29,8 +29,10 @@ test: $(VENV)/.installed-dev
 test-fast: $(VENV)/.installed-dev
 	$(BIN)/python -m pytest -m "not slow and not browser" $(PYTEST_ARGS)
 
+# Style and the import contracts (pyproject.toml [tool.importlinter]: the layers, ADR 0013).
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports
 
 services-start services-stop services-status: $(VENV)/.installed-run
 	$(BIN)/python manage.py services $(subst services-,,$@)

@@ -10,7 +10,17 @@ from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
 
-from accounts.models import ROLE_ACTIONS, ApiToken, Membership, Scope, ScopeKind
+from accounts.models import (
+    ROLE_ACTIONS,
+    ApiToken,
+    Membership,
+    Organization,
+    Persona,
+    Repository,
+    Scope,
+    ScopeKind,
+    Session,
+)
 from accounts.scopes import readable_scopes
 
 ACTIONS = ("view", "contribute", "curate", "pin", "administer")
@@ -23,19 +33,14 @@ _SCOPE_MODEL = {
 
 
 def scope_object(scope: Scope):
-    """The organization / repository / persona / session / context that owns ``scope``."""
-    from accounts.models import Organization, Persona, Repository, Session
-
+    """The organization / repository / persona / session that owns ``scope``: the objects
+    guardian grants are given on (``_SCOPE_MODEL``; a context's scope has none)."""
     model = {
         ScopeKind.ORG: Organization,
         ScopeKind.REPO: Repository,
         ScopeKind.PERSONA: Persona,
         ScopeKind.SESSION: Session,
-    }.get(scope.kind)
-    if model is None:
-        from contexts.models import Context
-
-        model = Context
+    }[scope.kind]
     return model.objects.get(scope_id=scope.id)
 
 

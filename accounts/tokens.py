@@ -8,6 +8,7 @@ import secrets
 from collections.abc import Iterable
 
 from django.db import connection, transaction
+from django.dispatch import Signal
 from django.utils import timezone
 
 from accounts.models import (
@@ -51,11 +52,15 @@ def create_token(org: Organization, name: str, scopes: Iterable[Scope], *, creat
     return token, f"{TOKEN_PREFIX}_{prefix}_{secret}"
 
 
-def _audit(actor, action: str, token: ApiToken, **change) -> None:
-    # Imported here: the audit trail lives in the contexts app, which depends on accounts.
-    from contexts.services.audit import record
+# Sent in the transaction of every token change (``token.create``, ``token.revoke``) with the
+# actor, the action, the token and the change. The audit trail lives in the contexts app, a
+# layer above this one: it records the event (receiver connected in ContextsConfig.ready), so
+# accounts never imports contexts.
+token_changed = Signal()
 
-    record(actor, action, token, org=token.org, **change)
+
+def _audit(actor, action: str, token: ApiToken, **change) -> None:
+    token_changed.send(sender=ApiToken, actor=actor, action=action, token=token, change=change)
 
 
 _TOKEN_FIELDS, _TOKEN_COLUMNS = model_columns(ApiToken, "t")

@@ -12,7 +12,7 @@
 The rules live here, once, for the REST API, the console and the MCP server: :func:`outage`
 says whether an exception means "a dependency is down" and what to answer, and
 :func:`unavailable_body` / :data:`RETRY_AFTER_SECONDS` are that answer's body and retry hint
-wherever it is sent (``contexts.api.errors``, :class:`AvailabilityMiddleware`,
+wherever it is sent (``contexts.protocol.errors``, :class:`AvailabilityMiddleware`,
 ``contexts.mcp_server``).
 """
 
@@ -29,6 +29,8 @@ from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.template.loader import render_to_string
 from rest_framework import exceptions, status
+
+from contexts.errors import error_body, is_api
 
 logger = logging.getLogger(__name__)
 
@@ -160,15 +162,11 @@ def outage(exc: BaseException) -> ServiceUnavailable | None:
 
 def unavailable_body(code: str, message: str) -> dict:
     """The API's error body for a 503, with the retry hint (also sent as ``Retry-After``)."""
-    from contexts.api.errors import error_body
-
     return error_body(code, message, retry_after=RETRY_AFTER_SECONDS)
 
 
 def unavailable_response(request: HttpRequest, code: str, message: str) -> HttpResponse:
     """A 503 in the caller's language: JSON for the API, a page for the console."""
-    from contexts.api.errors import is_api
-
     if is_api(request):
         response: HttpResponse = JsonResponse(unavailable_body(code, message), status=503)
     else:

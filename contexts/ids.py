@@ -24,6 +24,8 @@ from django.core.exceptions import BadRequest
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import register_converter
 
+from contexts.errors import error_body, is_api
+
 # accounts.models.new_public_id ("org_", "repo_", "tok_", "job_", "tr_", … + 14 base32) and
 # contexts.models.fragments.fragment_public_id ("frag_" + 20 hex); Scope.public_id holds up to 40.
 PUBLIC_ID = r"[a-z]{1,12}_[0-9a-z]{1,27}"
@@ -122,8 +124,6 @@ class InvalidIdMiddleware:
                           ) -> HttpResponse | None:
         if not isinstance(exception, InvalidField):
             return None
-        from contexts.api.errors import error_body, is_api
-
         if is_api(request):
             return JsonResponse(error_body("invalid", exception.reason, exception.field),
                                 status=400)

@@ -1,11 +1,12 @@
 """The agents' API as MCP tools: ``retrieve``, ``write_session_fragment`` and ``feedback`` over
 Streamable HTTP at ``/mcp`` (official ``mcp`` SDK), mounted next to Django by ``contexts.asgi``.
 
-Nothing here decides anything: every tool validates with the REST serializers, resolves scopes
-and checks permissions with the REST helpers (``contexts.api.retrieve`` / ``.fragments``), is
-throttled by the same per-token bucket and reports errors in the REST error shape
-(``{"error": {"code", "message", "field"}}``) as an ``isError`` result (text and structured
-content). An MCP call and the matching REST call therefore cannot disagree.
+Nothing here decides anything: every tool validates with the serializers REST validates with
+and renders what REST renders (``contexts.protocol``), calls the same use case
+(``contexts.usecases.retrieval`` / ``.fragments``), is throttled by the same per-token bucket
+and reports errors in the REST error shape (``{"error": {"code", "message", "field"}}``) as an
+``isError`` result (text and structured content). An MCP call and the matching REST call
+therefore cannot disagree; neither imports the other.
 
 Authentication is the REST API's agent token (``Authorization: Bearer ctx_…``), checked by
 :class:`BearerTokenMiddleware` before the SDK sees the request; the token rides in the ASGI scope
@@ -39,18 +40,26 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from accounts.models import ApiToken
 from accounts.tokens import verify_token
-from contexts.api.errors import error_body, exception_handler
-from contexts.api.fragments import (
+from contexts.availability import RETRY_AFTER_SECONDS, outage, require_broker, unavailable_body
+from contexts.errors import error_body
+from contexts.models import FragmentKind
+from contexts.protocol.errors import exception_handler
+from contexts.protocol.fragments import (
     FeedbackSerializer,
     FragmentInSerializer,
-    record_feedback,
-    write_fragment,
+    created_payload,
+    feedback_command,
+    write_command,
 )
-from contexts.api.retrieve import RetrieveRequestSerializer, response_payload, retrieve_for
-from contexts.api.throttling import AgentRateThrottle
-from contexts.availability import RETRY_AFTER_SECONDS, outage, require_broker, unavailable_body
-from contexts.models import FragmentKind
+from contexts.protocol.retrieval import (
+    RetrieveRequestSerializer,
+    response_payload,
+    retrieve_command,
+)
+from contexts.protocol.throttling import AgentRateThrottle
 from contexts.security import SecurityHeadersASGI
+from contexts.usecases import fragments as fragment_cases
+from contexts.usecases import retrieval as retrieval_cases
 
 MCP_PATH = "/mcp"
 # Where BearerTokenMiddleware leaves the verified ApiToken for the tools.
@@ -79,7 +88,7 @@ INSTRUCTIONS = (
 
 # --- tool arguments -----------------------------------------------------------------------------
 # The pydantic types only describe the arguments for the tool listing; validation (lengths, ranges,
-# choices, defaults) is left to the REST serializers so both surfaces enforce exactly one rule set.
+# choices, defaults) is left to the shared serializers so both surfaces enforce one rule set.
 # Optional arguments default to None, meaning "the API's default".
 
 
@@ -233,8 +242,8 @@ async def retrieve(
     })
 
     def operation(token: ApiToken) -> dict[str, Any]:
-        return response_payload(
-            retrieve_for(token, _validated(RetrieveRequestSerializer, body)))
+        command = retrieve_command(_validated(RetrieveRequestSerializer, body))
+        return response_payload(retrieval_cases.retrieve(token, command))
 
     return await _run(ctx, operation)
 
@@ -263,9 +272,8 @@ async def write_session_fragment(
 
     def operation(token: ApiToken) -> dict[str, Any]:
         require_broker()  # as the REST API does for every write (contexts.availability)
-        fragment = write_fragment(token, _validated(FragmentInSerializer, data))
-        return {"id": fragment.public_id, "version": fragment.version,
-                "scope": fragment.scope.public_id, "kind": fragment.kind}
+        command = write_command(_validated(FragmentInSerializer, data))
+        return created_payload(fragment_cases.write_fragment(token, command))
 
     return await _run(ctx, operation)
 
@@ -289,7 +297,8 @@ async def feedback(
     def operation(token: ApiToken) -> dict[str, Any]:
         require_broker()
         validated = _validated(FeedbackSerializer, data)
-        fragment = record_feedback(token, fragment_id, validated["signal"])
+        fragment = fragment_cases.record_feedback(token,
+                                                  feedback_command(fragment_id, validated))
         return {"id": fragment.public_id, "signal": validated["signal"]}
 
     return await _run(ctx, operation)

@@ -24,8 +24,8 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from accounts.authentication import bearer_credential
-from contexts.api.errors import error_body
 from contexts.client_address import client_address, is_in, networks
+from contexts.errors import error_body
 
 REFUSED_MESSAGE = ("restricted to the operator (CONTEXTS_METRICS_TOKEN, CONTEXTS_METRICS_ALLOW "
                    "or a superuser's session); /livez and /readyz are public")

@@ -300,9 +300,9 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_RENDERER_CLASSES": ["contexts.api.renderers.FastJSONRenderer"],
     # JSON only, bounded in size and depth (uploads declare the multipart parser themselves).
-    "DEFAULT_PARSER_CLASSES": ["contexts.api.validation.JSONBodyParser"],
+    "DEFAULT_PARSER_CLASSES": ["contexts.protocol.validation.JSONBodyParser"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "EXCEPTION_HANDLER": "contexts.api.errors.exception_handler",
+    "EXCEPTION_HANDLER": "contexts.protocol.errors.exception_handler",
     "UNAUTHENTICATED_USER": None,
     # Thousands of requests per minute per token: enough for a busy agent fleet.
     "DEFAULT_THROTTLE_RATES": {"agent": env_str("CONTEXTS_THROTTLE_AGENT", "6000/min")},

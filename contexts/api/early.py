@@ -28,7 +28,7 @@ from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
 
 from accounts.authentication import bearer_credential, recent_credentials
-from contexts.api.validation import body_limit
+from contexts.protocol.validation import body_limit
 from contexts.retrieval import dense
 
 ATTRIBUTE = "contexts_early_embedding"
@@ -43,8 +43,9 @@ def _body_cap() -> int:
 
 def early_embedding(body: object) -> dense.QueryEmbedding | None:
     """Start embedding the query of a not yet validated body (the middleware's), so that the
-    forward pass overlaps authentication, validation and scope resolution. ``retrieve_for``
-    uses it only if validation kept the same text."""
+    forward pass overlaps authentication, validation and scope resolution. The retrieval use
+    case (``contexts.usecases.retrieval.retrieve``) uses it only if validation kept the same
+    text."""
     query = body.get("query") if isinstance(body, dict) else None
     if not isinstance(query, str) or not 0 < len(query) <= settings.RETRIEVAL["max_query_chars"]:
         return None

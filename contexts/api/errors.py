@@ -1,120 +1,14 @@
-"""One JSON error shape for the whole API: ``{"error": {"code", "message", "field"}}``.
-
-DRF exceptions go through :func:`exception_handler`; Django's own 404/500 handlers
-(:func:`handler404`, :func:`handler500`) use the same shape for ``/api/`` paths so that an agent
-never has to parse an HTML error page.
+"""Django's own 400/403/404/500 handlers, in the API's JSON error shape for ``/api/`` paths so
+that an agent never has to parse an HTML error page. DRF's exceptions are mapped to that shape
+by ``contexts.protocol.errors.exception_handler`` (shared with the MCP server).
 """
 
 from __future__ import annotations
 
-import logging
-from typing import Any
-
-from django.conf import settings
-from django.core.exceptions import (
-    RequestDataTooBig,
-    SuspiciousOperation,
-    TooManyFieldsSent,
-    TooManyFilesSent,
-)
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views import defaults
-from rest_framework import exceptions, status
-from rest_framework.response import Response
-from rest_framework.views import exception_handler as drf_exception_handler
 
-logger = logging.getLogger(__name__)
-
-
-def error_body(code: str, message: str, field: str | None = None, **extra: Any) -> dict:
-    return {"error": {"code": code, "message": message, "field": field, **extra}}
-
-
-class Conflict(exceptions.APIException):
-    """A write against a stale version; ``detail`` carries both texts so nothing is lost."""
-
-    status_code = status.HTTP_409_CONFLICT
-    default_code = "conflict"
-    default_detail = "the object changed since you read it"
-
-    def __init__(self, message: str, field: str | None = None, **extra: Any) -> None:
-        super().__init__(message)
-        self.field = field
-        self.extra = extra
-
-
-def _first_field_error(detail: Any, prefix: str = "") -> tuple[str | None, str]:
-    """The first (dotted field path, message) of a nested DRF validation error."""
-    if isinstance(detail, dict):
-        for key, value in detail.items():
-            name = f"{prefix}.{key}" if prefix else str(key)
-            if key == "non_field_errors":
-                name = prefix or None
-            return _first_field_error(value, name) if value else (name, "invalid")
-    if isinstance(detail, list) and detail:
-        first = detail[0]
-        if isinstance(first, dict | list):
-            return _first_field_error(first, prefix)
-        return (prefix or None, str(first))
-    return (prefix or None, str(detail))
-
-
-def _refused_request(exc: SuspiciousOperation) -> exceptions.APIException:
-    """Django's refusals while parsing a form/multipart body (raised inside DRF's parsing, so
-    Django's own 400 handling never sees them) as API errors."""
-    from contexts.api.validation import too_large
-
-    if isinstance(exc, RequestDataTooBig):
-        return too_large()
-    if isinstance(exc, TooManyFilesSent):
-        return exceptions.ValidationError(
-            {"files": [f"at most {settings.DATA_UPLOAD_MAX_NUMBER_FILES} files at once"]})
-    if isinstance(exc, TooManyFieldsSent):
-        return exceptions.ValidationError(
-            [f"at most {settings.DATA_UPLOAD_MAX_NUMBER_FIELDS} fields at once"])
-    return exceptions.ParseError("malformed request")
-
-
-def exception_handler(exc: Exception, context: dict) -> Response | None:
-    from contexts.availability import outage
-    from contexts.ids import InvalidField
-
-    if isinstance(exc, Http404):
-        exc = exceptions.NotFound()
-    elif isinstance(exc, InvalidField):  # e.g. a malformed id argument (contexts/ids.py)
-        exc = exceptions.ValidationError({exc.field: [exc.reason]})
-    elif (unavailable := outage(exc)) is not None:
-        # The database is lost, or a write was refused because the broker is down: a
-        # retryable 503 with the retry hint (contexts/availability.py).
-        exc = unavailable
-    elif isinstance(exc, SuspiciousOperation):
-        exc = _refused_request(exc)
-    response = drf_exception_handler(exc, context)
-    if response is None:
-        # An unexpected error: log it with the traceback, answer in the API's own shape.
-        logger.exception("unhandled API error", exc_info=exc)
-        return Response(
-            error_body("server_error", "internal server error"),
-            status=status.HTTP_500_INTERNAL_SERVER_ERROR,
-        )
-    if isinstance(exc, exceptions.ValidationError):
-        field, message = _first_field_error(exc.detail)
-        body = error_body("invalid", message, field, details=exc.detail)
-    elif isinstance(exc, Conflict):
-        body = error_body("conflict", str(exc.detail), exc.field, **exc.extra)
-    elif isinstance(exc, exceptions.APIException):
-        code = exc.get_codes() if isinstance(exc.get_codes(), str) else exc.default_code
-        body = error_body(str(code), str(exc.detail), getattr(exc, "field", None))
-        if getattr(exc, "wait", None) is not None:  # throttled, or a service is down
-            body["error"]["retry_after"] = exc.wait
-    else:  # pragma: no cover - DRF only handles APIException subclasses
-        body = error_body("error", str(exc))
-    response.data = body
-    return response
-
-
-def is_api(request: HttpRequest) -> bool:
-    return request.path.startswith("/api/") or request.path.startswith("/mcp")
+from contexts.errors import error_body, is_api
 
 
 def handler404(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:

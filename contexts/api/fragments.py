@@ -10,80 +10,27 @@ from django.http import Http404
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.decorators import api_view, throttle_classes
-from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from accounts.models import Scope
-from accounts.permissions import may
 from accounts.scopes import readable_scopes
 from contexts.api import after_response
 from contexts.api.schema import AUTH, BODY, errors
-from contexts.api.scoping import refuse, resolve_in_org, resolve_org
-from contexts.api.throttling import AgentRateThrottle
-from contexts.api.validation import StrictSerializer
 from contexts.ids import parse_public_id
-from contexts.models import Fragment, FragmentKind, RetrievalTrace
+from contexts.models import RetrievalTrace
+from contexts.protocol.fragments import (
+    FeedbackAcceptedSerializer,
+    FeedbackSerializer,
+    FragmentCreatedSerializer,
+    FragmentInSerializer,
+    created_payload,
+    feedback_command,
+    write_command,
+)
+from contexts.protocol.throttling import AgentRateThrottle
 from contexts.retrieval import degraded as degraded_legs
-from contexts.services.errors import InvalidOperation
-from contexts.services.fragments import create_fragment
-
-MAX_BODY_CHARS = 50_000
-
-
-class TargetScopeSerializer(StrictSerializer):
-    org_id = serializers.CharField(max_length=64)
-    repo_id = serializers.CharField(max_length=64, required=False, allow_blank=True,
-                                    allow_null=True)
-    persona_id = serializers.CharField(max_length=64, required=False, allow_blank=True,
-                                       allow_null=True)
-    session_id = serializers.CharField(max_length=120, required=False, allow_blank=True,
-                                       allow_null=True)
-
-
-class FragmentInSerializer(StrictSerializer):
-    scope = TargetScopeSerializer()
-    body = serializers.CharField(max_length=MAX_BODY_CHARS)
-    title = serializers.CharField(max_length=300, required=False, allow_blank=True)
-    kind = serializers.ChoiceField(choices=FragmentKind.values,
-                                   default=FragmentKind.SESSION_SUMMARY)
-    heading_path = serializers.ListField(child=serializers.CharField(max_length=300),
-                                         required=False, max_length=20)
-
-
-class FragmentCreatedSerializer(serializers.Serializer):
-    id = serializers.CharField()
-    version = serializers.IntegerField()
-    scope = serializers.CharField()
-    kind = serializers.CharField()
-
-
-def target_scope(principal, scope: dict):
-    """The most specific scope named (session > persona > repo > org)."""
-    org = resolve_org(principal, scope["org_id"])
-    for kind, key in (("session", "session_id"), ("persona", "persona_id"),
-                      ("repo", "repo_id")):
-        obj = resolve_in_org(org, kind, scope.get(key))
-        if obj is not None:
-            return obj.scope
-    return org.scope
-
-
-def write_fragment(principal, data: dict) -> Fragment:
-    scope = target_scope(principal, data["scope"])
-    action = "contribute" if scope.kind == "session" else "curate"
-    if not may(principal, action, scope):
-        if may(principal, "view", scope):
-            raise PermissionDenied(f"you may not write fragments into this {scope.kind}; "
-                                   "agents write into sessions")
-        raise refuse()
-    try:
-        return create_fragment(principal, scope, body=data["body"],
-                               title=data.get("title", ""), kind=data["kind"],
-                               heading_path=data.get("heading_path") or [],
-                               reason="written through the API")
-    except InvalidOperation as exc:
-        raise ValidationError({exc.field or "body": [str(exc)]}) from exc
+from contexts.usecases import fragments
 
 
 @extend_schema(summary="Write a fragment (agents: into a session scope)",
@@ -94,37 +41,8 @@ def write_fragment(principal, data: dict) -> Fragment:
 def fragments_view(request: Request) -> Response:
     data = FragmentInSerializer(data=request.data)
     data.is_valid(raise_exception=True)
-    fragment = write_fragment(request.user, data.validated_data)
-    return Response({"id": fragment.public_id, "version": fragment.version,
-                     "scope": fragment.scope.public_id, "kind": fragment.kind},
-                    status=status.HTTP_201_CREATED)
-
-
-class FeedbackSerializer(StrictSerializer):
-    signal = serializers.ChoiceField(choices=["helped", "hurt", "cited"])
-    trace_id = serializers.CharField(max_length=40, required=False, allow_blank=True)
-
-
-class FeedbackAcceptedSerializer(serializers.Serializer):
-    id = serializers.CharField()
-    signal = serializers.CharField()
-
-
-def visible_fragment(principal, public_id: str) -> Fragment:
-    # From a URL the converter has checked it; from an MCP tool argument this is the check.
-    public_id = parse_public_id(public_id, "fragment_id")
-    fragment = Fragment.objects.filter(public_id=public_id).first()
-    if fragment is None or not set(fragment.scope_ids) & readable_scopes(principal):
-        raise Http404
-    return fragment
-
-
-def record_feedback(principal, public_id: str, signal: str) -> Fragment:
-    from contexts.tasks import record_feedback as task
-
-    fragment = visible_fragment(principal, public_id)
-    task.delay(fragment.pk, signal)
-    return fragment
+    fragment = fragments.write_fragment(request.user, write_command(data.validated_data))
+    return Response(created_payload(fragment), status=status.HTTP_201_CREATED)
 
 
 @extend_schema(summary="Tell Contexts whether a fragment helped", request=FeedbackSerializer,
@@ -135,7 +53,8 @@ def record_feedback(principal, public_id: str, signal: str) -> Fragment:
 def feedback_view(request: Request, fragment_id: str) -> Response:
     data = FeedbackSerializer(data=request.data)
     data.is_valid(raise_exception=True)
-    fragment = record_feedback(request.user, fragment_id, data.validated_data["signal"])
+    fragment = fragments.record_feedback(request.user,
+                                         feedback_command(fragment_id, data.validated_data))
     return Response({"id": fragment.public_id, "signal": data.validated_data["signal"]},
                     status=status.HTTP_202_ACCEPTED)
 

@@ -5,32 +5,28 @@ from __future__ import annotations
 from pathlib import Path
 
 from django.conf import settings
-from django.db import transaction
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import serializers, status
 from rest_framework.decorators import api_view, parser_classes
-from rest_framework.exceptions import PermissionDenied, ValidationError
+from rest_framework.exceptions import ValidationError
 from rest_framework.parsers import MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from accounts.permissions import may, principal_user
 from accounts.scopes import readable_scopes
 from contexts.api.schema import AUTH, BODY, errors
-from contexts.api.scoping import resolve_in_org, resolve_org
-from contexts.api.validation import StrictSerializer
 from contexts.ingestion.sources import INGESTIBLE_SUFFIXES
-from contexts.models import Context, IngestionJob
-from contexts.services.errors import InvalidOperation
-from contexts.services.jobs import create_job, enqueue, save_uploads
+from contexts.models import IngestionJob
+from contexts.protocol.validation import StrictSerializer
+from contexts.usecases import ingestion
+from contexts.usecases.ingestion import UploadSources
+from contexts.usecases.retrieval import ScopeRef
 
 # Django refuses more file parts than this before the serializer runs (TooManyFilesSent, a 400
 # naming "files"); the schema's maxItems says the same.
 MAX_UPLOAD_FILES = settings.DATA_UPLOAD_MAX_NUMBER_FILES or 200
-CURATE_REFUSED = ("you may not add knowledge to this scope (curators, tech leads and "
-                  "administrators can; agent tokens write only into sessions)")
 
 
 class JobSerializer(serializers.ModelSerializer):
@@ -81,29 +77,10 @@ def upload_sources(request: Request) -> Response:
     data = UploadSerializer(data=request.data)
     data.is_valid(raise_exception=True)
     values = data.validated_data
-    org = resolve_org(request.user, values["org_id"])
-    target = (resolve_in_org(org, "persona", values.get("persona_id"))
-              or resolve_in_org(org, "repo", values.get("repo_id")) or org)
-    context = None
-    if values.get("context"):
-        # Among the contexts the caller reads: one it may not read answers like a missing one
-        # (it was 403 against 400, which told whether another team's context slug exists).
-        context = Context.objects.filter(org=org, slug=values["context"],
-                                         scope_id__in=readable_scopes(request.user)).first()
-        if context is None:
-            raise ValidationError({"context": ["no such context in this organization"]})
-    if not may(request.user, "curate", target.scope):
-        # The caller may name this scope (resolve_* refused it otherwise), so saying it exists
-        # reveals nothing; what is missing is the right to write.
-        raise PermissionDenied(CURATE_REFUSED)
-    with transaction.atomic():
-        try:
-            job = create_job(request.user, target.scope, "", source_kind="upload",
-                             context=context, created_by=principal_user(request.user))
-        except InvalidOperation as exc:
-            raise ValidationError({exc.field or "scope": [str(exc)]}) from exc
-        save_uploads(job, values["files"])
-        enqueue(job)
+    scope = ScopeRef(org_id=values["org_id"], repo_id=values.get("repo_id"),
+                     persona_id=values.get("persona_id"))
+    job = ingestion.submit_uploads(request.user, UploadSources(
+        scope=scope, files=values["files"], context=values.get("context") or None))
     return Response(JobSerializer(job).data, status=status.HTTP_202_ACCEPTED)
 
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 from django import forms
 from django.conf import settings
 
-from contexts.api.fragments import MAX_BODY_CHARS
 from contexts.models import FragmentKind
 from contexts.models.governance import NudgeAnswer
+from contexts.usecases.fragments import MAX_BODY_CHARS
 
 
 class ConsoleForm(forms.Form):

@@ -191,5 +191,5 @@ class RetrievalResult:
     # With adaptive fusion: the model's version, its features and the lexical share it chose.
     adaptive: dict | None = None
     # Set by the API for an empty answer: where the caller's readable fragments are instead
-    # (contexts.api.org_scope).
+    # (contexts.usecases.org_scope).
     hint: str | None = None

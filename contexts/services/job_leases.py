@@ -21,7 +21,7 @@ import base64
 import json
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import timedelta
 
@@ -31,10 +31,12 @@ from django.db.models import Q
 from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
 
+from contexts.celery import app
 from contexts.models import IngestionJob, JobState
 
 logger = logging.getLogger(__name__)
 INGEST_TASK = "contexts.tasks.ingest"
+JOB_LOCK_SPACE = 7301  # advisory-lock namespace for ingestion jobs (held by run_job)
 
 
 @contextmanager
@@ -81,8 +83,10 @@ def give_up_if_exhausted(job_id: int) -> bool:
     return True
 
 
-def reap_stale_jobs() -> dict[str, list[str]]:
-    """Re-queue or fail jobs whose worker or message is gone; returns their public ids."""
+def reap_stale_jobs(publish: Callable[[int], None]) -> dict[str, list[str]]:
+    """Re-queue or fail jobs whose worker or message is gone; returns their public ids.
+    ``publish(job_id)`` sends a job's ingest message again (``contexts.tasks`` passes its
+    ``ingest`` task's: the lease sits below the tasks and does not import them)."""
     now = timezone.now()
     report: dict[str, list[str]] = {"requeued": [], "failed": [], "republished": []}
     # GREATEST skips NULLs in PostgreSQL: the later of the last beat and this attempt's start.
@@ -90,7 +94,7 @@ def reap_stale_jobs() -> dict[str, list[str]]:
         Q(beat__lt=now - timedelta(seconds=settings.JOB_LEASE_SECONDS)) | Q(beat__isnull=True),
         state=JobState.RUNNING)
     for job_id in running.values_list("pk", flat=True):
-        outcome = _reap_running(job_id)
+        outcome = _reap_running(job_id, publish)
         if outcome:
             report[outcome[0]].append(outcome[1])
     queued = IngestionJob.objects.annotate(since=Coalesce("heartbeat_at", "created_at")).filter(
@@ -106,16 +110,14 @@ def reap_stale_jobs() -> dict[str, list[str]]:
         for job_id in sorted(set(queued_ids) - pending):
             IngestionJob.objects.filter(pk=job_id, state=JobState.QUEUED).update(
                 heartbeat_at=timezone.now())
-            _publish(job_id)
+            publish(job_id)
             report["republished"].append(_public_id(job_id))
             logger.warning("job %s was queued with no message in the broker; published again",
                            _public_id(job_id))
     return report
 
 
-def _reap_running(job_id: int) -> tuple[str, str] | None:
-    from contexts.services.jobs import JOB_LOCK_SPACE
-
+def _reap_running(job_id: int, publish: Callable[[int], None]) -> tuple[str, str] | None:
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_try_advisory_lock(%s, %s)", [JOB_LOCK_SPACE, job_id])
         if not cursor.fetchone()[0]:
@@ -135,7 +137,7 @@ def _reap_running(job_id: int) -> tuple[str, str] | None:
             cursor.execute("SELECT pg_advisory_unlock(%s, %s)", [JOB_LOCK_SPACE, job_id])
     # Published after the unlock: a worker taking the message while we still held the lock
     # would think the job runs elsewhere and drop it.
-    _publish(job_id)
+    publish(job_id)
     logger.warning("job %s lost its worker (last heartbeat %s, attempt %s); re-queued",
                    job.public_id, job.heartbeat_at or job.started_at, job.attempts)
     return "requeued", job.public_id
@@ -151,12 +153,6 @@ def _fail(job: IngestionJob) -> None:
         errors=[*job.errors, {"path": "", "reason": reason}])
 
 
-def _publish(job_id: int) -> None:
-    from contexts.tasks import ingest
-
-    ingest.apply_async((job_id,))
-
-
 def _public_id(job_id: int) -> str:
     return IngestionJob.objects.filter(pk=job_id).values_list("public_id", flat=True).first() or ""
 
@@ -165,8 +161,6 @@ def pending_job_ids() -> set[int]:
     """Job ids with an ingest message in the broker: waiting in the queue, or delivered to a
     worker and not yet acknowledged (Redis transport: the queue lists and the ``unacked``
     hash, whose entries come back to the queue after the visibility timeout)."""
-    from contexts.celery import app
-
     with app.connection_for_read() as conn:
         channel = conn.default_channel
         client = channel.client

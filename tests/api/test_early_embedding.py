@@ -6,7 +6,7 @@ import pytest
 from accounts.authentication import RecentCredentials, recent_credentials
 from accounts.tokens import revoke_token
 from contexts.api import early
-from contexts.api.throttling import AgentRateThrottle
+from contexts.protocol.throttling import AgentRateThrottle
 from contexts.retrieval import dense
 from tests.api.conftest import as_token
 

@@ -211,7 +211,7 @@ def test_throttling_answers_429(api, cast, world, settings):
 
     cache.clear()
     rates = {**settings.REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"], "agent": "2/min"}
-    from contexts.api.throttling import AgentRateThrottle
+    from contexts.protocol.throttling import AgentRateThrottle
 
     AgentRateThrottle.THROTTLE_RATES = rates
     try:

@@ -5,8 +5,8 @@ from pathlib import Path
 from django.core.files.uploadedfile import SimpleUploadedFile
 
 from accounts.tokens import create_token
+from contexts.ingestion.jobs import run_job
 from contexts.models import IngestionJob
-from contexts.services.jobs import run_job
 from tests.api.conftest import as_token
 
 

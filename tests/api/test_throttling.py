@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 from django.core.cache import cache
 
-from contexts.api.throttling import AgentRateThrottle
+from contexts.protocol.throttling import AgentRateThrottle
 
 pytestmark = pytest.mark.django_db
 

@@ -3,7 +3,8 @@
 from django.test import RequestFactory
 from rest_framework import serializers
 
-from contexts.api.errors import exception_handler, handler404, handler500
+from contexts.api.errors import handler404, handler500
+from contexts.protocol.errors import exception_handler
 
 
 def test_an_unknown_api_url_is_json_404(client, db):

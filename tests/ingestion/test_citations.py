@@ -12,7 +12,8 @@ from rest_framework.test import APIClient
 
 from accounts.permissions import SYSTEM
 from accounts.tokens import create_token
-from contexts.services.jobs import create_job, run_job
+from contexts.ingestion.jobs import run_job
+from contexts.usecases.ingestion import create_job
 
 pytestmark = pytest.mark.django_db
 

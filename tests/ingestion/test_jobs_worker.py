@@ -27,8 +27,8 @@ from contexts.models import (
     JobState,
     SourcePointer,
 )
-from contexts.services.jobs import create_job, enqueue
 from contexts.tasks import ingest
+from contexts.usecases.ingestion import create_job, enqueue
 from tests.conftest import start_worker, stop_worker
 from tests.factories import OrganizationFactory, RepositoryFactory
 

@@ -15,6 +15,7 @@ from django.db.models import Max
 from accounts.permissions import SYSTEM
 from contexts import indexing
 from contexts.ingestion import pipeline
+from contexts.ingestion.jobs import run_job
 from contexts.models import (
     Embedding,
     Fragment,
@@ -27,7 +28,7 @@ from contexts.models import (
     SourcePointer,
 )
 from contexts.models.embeddings import EMBEDDING_DIM
-from contexts.services.jobs import create_job, run_job
+from contexts.usecases.ingestion import create_job
 
 pytestmark = pytest.mark.django_db
 

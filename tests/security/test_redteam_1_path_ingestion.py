@@ -16,10 +16,10 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import CommandError, call_command
 
+from contexts.ingestion.jobs import run_job
 from contexts.ingestion.server_paths import NOT_UNDER_A_ROOT, PROTECTED
 from contexts.ingestion.sources import Skipped, SourceFile, walk
 from contexts.models import Fragment, IngestionJob
-from contexts.services.jobs import run_job
 from tests.api.conftest import api  # noqa: F401 - fixture
 from tests.console.conftest import client_for
 from tests.domain.conftest import cast  # noqa: F401 - fixture

@@ -16,8 +16,9 @@ from django.test import Client
 
 from accounts.models import Membership
 from contexts.governance import nudges
+from contexts.ingestion.jobs import run_job
 from contexts.models import Fragment, FragmentVersion, IngestionJob, Nudge
-from contexts.services.jobs import create_job, run_job
+from contexts.usecases.ingestion import create_job
 from tests.domain.conftest import cast  # noqa: F401 - fixture
 
 pytestmark = pytest.mark.django_db

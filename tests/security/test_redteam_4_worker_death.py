@@ -38,8 +38,9 @@ from accounts.permissions import SYSTEM
 from contexts.celery import app
 from contexts.embedded import EmbeddedRedis, free_port
 from contexts.models import Fragment, IngestionJob, JobState
-from contexts.services.job_leases import pending_job_ids, reap_stale_jobs
-from contexts.services.jobs import create_job, enqueue
+from contexts.services.job_leases import pending_job_ids
+from contexts.tasks import reap_stale_jobs
+from contexts.usecases.ingestion import create_job, enqueue
 from tests.conftest import ROOT, start_worker, stop_worker
 from tests.factories import OrganizationFactory, RepositoryFactory, UserFactory
 from tests.ingestion.test_jobs_worker import assert_clean, live_members, state_of, topic, wait_for

@@ -166,14 +166,14 @@ def test_pin_reorder_refuses_a_control_character_in_the_order(superuser, cast, w
 
 
 def test_feedback_through_the_rest_helper_names_the_field(cast, world):  # noqa: F811
-    """The MCP ``feedback`` tool passes its ``fragment_id`` argument to the same helper as REST;
-    a hostile one is the API's 400 naming the field (the MCP end-to-end case is below)."""
-    from contexts.api.errors import exception_handler
-    from contexts.api.fragments import record_feedback
+    """The MCP ``feedback`` tool passes its ``fragment_id`` argument to the same use case as
+    REST; a hostile one is the API's 400 naming the field (the MCP end-to-end case is below)."""
+    from contexts.protocol.errors import exception_handler
+    from contexts.usecases.fragments import Feedback, record_feedback
 
     for hostile in HOSTILE:
         with pytest.raises(InvalidId) as raised:
-            record_feedback(cast.token, hostile, "helped")
+            record_feedback(cast.token, Feedback(fragment_id=hostile, signal="helped"))
         response = exception_handler(raised.value, {})
         assert response.status_code == 400
         assert response.data["error"]["field"] == "fragment_id"

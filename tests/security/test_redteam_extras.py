@@ -9,8 +9,8 @@ import logging
 import pytest
 from rest_framework.test import APIClient
 
-from contexts.api.jobs import CURATE_REFUSED
 from contexts.models import IngestionJob
+from contexts.usecases.ingestion import CURATE_REFUSED
 from tests.console.conftest import client_for
 from tests.domain.conftest import cast  # noqa: F401 - fixture
 

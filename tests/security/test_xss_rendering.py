@@ -19,10 +19,11 @@ from rest_framework.test import APIClient
 
 from accounts.permissions import SYSTEM
 from contexts.indexing import reindex_fragments
+from contexts.ingestion.jobs import run_job
 from contexts.models import IngestionJob, Nudge
 from contexts.services.fragments import create_fragment, edit_fragment
-from contexts.services.jobs import create_job, run_job
 from contexts.services.pins import pin_fragment
+from contexts.usecases.ingestion import create_job
 from tests.api.conftest import as_token
 from tests.domain.conftest import cast  # noqa: F401 - fixture
 

@@ -7,7 +7,6 @@ from pathlib import Path
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.db import transaction
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
@@ -20,7 +19,8 @@ from contexts.console.views.common import get_org, org_context, paginate
 from contexts.ingestion import server_paths
 from contexts.ingestion.sources import INGESTIBLE_SUFFIXES
 from contexts.services.errors import InvalidOperation
-from contexts.services.jobs import create_job, enqueue, save_uploads
+from contexts.usecases import ingestion
+from contexts.usecases.ingestion import SubmitSource
 
 INGEST_KINDS = (ScopeKind.ORG, ScopeKind.REPO, ScopeKind.PERSONA)
 # Django refuses more files than this before the view runs; say the same limit here.
@@ -86,11 +86,8 @@ def ingest_upload(request: HttpRequest, slug: str) -> HttpResponse:
         return _page(request, org, upload_form=form, status=400)
     scope = _chosen_scope(request, org, form.cleaned_data["scope"])
     # As POST /api/sources does: the job first, then its files under MEDIA_ROOT/uploads/<job>/.
-    with transaction.atomic():
-        job = create_job(request.user, scope, "", source_kind="upload",
-                         created_by=request.user)
-        save_uploads(job, files)
-        enqueue(job)
+    job = ingestion.submit(request.user, SubmitSource(scope=scope, files=files,
+                                                      created_by=request.user))
     messages.success(request, f"Job {job.public_id} queued with {len(files)} file(s).")
     return redirect("console:ingest", slug=org.slug)
 
@@ -107,10 +104,8 @@ def ingest_path(request: HttpRequest, slug: str) -> HttpResponse:
         return _page(request, org, path_form=form, status=400)
     scope = _chosen_scope(request, org, form.cleaned_data["scope"])
     try:
-        with transaction.atomic():
-            job = create_job(request.user, scope, form.cleaned_data["path"].strip(),
-                             created_by=request.user)
-            enqueue(job)
+        job = ingestion.submit(request.user, SubmitSource(
+            scope=scope, path=form.cleaned_data["path"].strip(), created_by=request.user))
     except InvalidOperation as exc:
         form.add_error("path" if exc.field == "path" else None, str(exc))
         return _page(request, org, path_form=form, status=400)

@@ -17,9 +17,9 @@ from django.conf import settings
 from django.contrib.auth.views import LoginView
 from django.http import HttpRequest, HttpResponse
 
-from contexts.api.throttling import AgentRateThrottle
 from contexts.availability import redis_call
 from contexts.client_address import client_address
+from contexts.protocol.throttling import AgentRateThrottle
 
 
 class LoginFailureThrottle(AgentRateThrottle):

@@ -1,55 +1,43 @@
-"""Search preview: the same ``retrieve()`` the API calls, with every signal shown as a bar."""
+"""Search preview: the retrieval use case the API calls, with every signal shown as a bar."""
 
 from __future__ import annotations
-
-import dataclasses
 
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
-from rest_framework.exceptions import PermissionDenied as ScopeRefused
 
 from accounts.models import Scope
-from contexts.api.org_scope import Plan, Wording, is_wide, scope_hint
-from contexts.api.retrieve import plan_request
 from contexts.console.forms import SearchForm
 from contexts.console.querysets import visible
 from contexts.console.rendering import render_page
 from contexts.console.scores import with_bars
 from contexts.console.views.common import get_org, org_context
 from contexts.models import Pin
-from contexts.retrieval import RetrievalRequest, Weights, retrieve
-from contexts.retrieval.pipeline import resolve_weights
+from contexts.usecases import retrieval
+from contexts.usecases.errors import Refused
+from contexts.usecases.org_scope import Plan, Wording, is_wide
+from contexts.usecases.retrieval import WEIGHT_FIELDS, Retrieve, ScopeRef
 
-WEIGHT_FIELDS = ("w_r", "w_f", "w_c", "w_p")
 CONSOLE_WORDING = Wording(
     all_repositories='choose "all repositories I can read" as the repository',
     persona_or_session="choose a persona or enter a session id")
 
 
-def _api_data(org, data: dict) -> dict:
-    """The console form in the shape of the API's validated input."""
-    return {
-        "scope": {"org_id": org.public_id, "repo_id": data["repo"] or None,
-                  "persona_id": data["persona"] or None,
-                  "session_id": data["session"].strip() or None},
-        "query": data["query"], "budget_tokens": data["budget_tokens"],
-        "k_lexical": data["k_lexical"], "k_dense": data["k_dense"],
-        "rerank_top": data["rerank_top"],
-        "freshness_halflife_days": data["freshness_halflife_days"],
-        "min_score": data["min_score"], "include_superseded": data["include_superseded"],
-        "as_of": None, "reranker": data["reranker"] or None,
-    }
-
-
-def _with_weights(request: RetrievalRequest, data: dict) -> RetrievalRequest:
-    """Weights typed in the form; the ones left blank keep the persona's (or the defaults)."""
-    if all(data[name] is None for name in WEIGHT_FIELDS):
-        return request
-    base, _ = resolve_weights(request)
-    weights = Weights(**{name: data[name] if data[name] is not None else getattr(base, name)
-                         for name in WEIGHT_FIELDS})
-    return dataclasses.replace(request, weights=weights)
+def _command(org, data: dict) -> Retrieve:
+    """The console form as the retrieval use case's command (weights left blank keep the
+    persona's, or the defaults)."""
+    return Retrieve(
+        query=data["query"],
+        scope=ScopeRef(org_id=org.public_id, repo_id=data["repo"] or None,
+                       persona_id=data["persona"] or None,
+                       session_id=data["session"].strip() or None),
+        budget_tokens=data["budget_tokens"], k_lexical=data["k_lexical"],
+        k_dense=data["k_dense"], rerank_top=data["rerank_top"],
+        freshness_halflife_days=data["freshness_halflife_days"],
+        min_score=data["min_score"], include_superseded=data["include_superseded"],
+        as_of=None, reranker=data["reranker"] or None,
+        weights={name: data[name] for name in WEIGHT_FIELDS},
+    )
 
 
 @login_required
@@ -63,19 +51,18 @@ def search(request: HttpRequest, slug: str) -> HttpResponse:
     if form.is_bound and form.is_valid():
         data = form.cleaned_data
         try:
-            plan = plan_request(request.user, _api_data(org, data))
-        except ScopeRefused:
+            plan = retrieval.plan(request.user, _command(org, data))
+        except Refused:
             form.add_error(None, "scope not found or not readable")
         else:
-            retrieval = _with_weights(plan.request, data)
             try:
-                result = retrieve(retrieval, principal=request.user)
+                result = retrieval.run(request.user, plan)
             except ValueError as exc:  # e.g. a cross-encoder asked for but not configured
                 form.add_error("reranker", str(exc))
             else:
                 if not result.fragments:  # as the API answers: where the readable ones are
-                    result.hint = scope_hint(_in_words(plan, org, form), CONSOLE_WORDING)
-                context.update(_result_context(seen, plan, retrieval, result))
+                    result.hint = retrieval.hint(_in_words(plan, org, form), CONSOLE_WORDING)
+                context.update(_result_context(seen, plan, result))
     return render_page(request, "console/search.html", "htmx/search_results.html", context,
                        target="search-results")
 
@@ -97,7 +84,7 @@ def _pin_scope_id(plan: Plan) -> int:
     return plan.org_scope_id
 
 
-def _result_context(seen, plan: Plan, retrieval: RetrievalRequest, result) -> dict:
+def _result_context(seen, plan: Plan, result) -> dict:
     pin_scope = Scope.objects.get(pk=_pin_scope_id(plan))
     ids = [item.fragment.pk for item in result.fragments]
     pinned_here = set(Pin.objects.filter(scope=pin_scope, fragment_id__in=ids)

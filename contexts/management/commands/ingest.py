@@ -14,7 +14,8 @@ from accounts.models import Persona, Repository
 from accounts.permissions import SYSTEM
 from contexts.models import Context, IngestionJob, JobState
 from contexts.services.errors import InvalidOperation
-from contexts.services.jobs import create_job, enqueue, run_job
+from contexts.usecases import ingestion
+from contexts.usecases.ingestion import SubmitSource
 
 
 class Command(BaseCommand):
@@ -61,16 +62,16 @@ class Command(BaseCommand):
             owner_user = get_user_model().objects.filter(username=owner).first()
             if owner_user is None:
                 raise CommandError(f"no user {owner!r}")
+        command = SubmitSource(scope=scope, path=path, context=bundle, owner=owner_user)
         try:
-            job = create_job(SYSTEM, scope, path, context=bundle, owner=owner_user)
+            job = ingestion.submit(SYSTEM, command, queue=not inline)
         except InvalidOperation as exc:
             raise CommandError(str(exc)) from exc
         self.stdout.write(f"job {job.public_id}: ingesting {path} into {scope}")
         started = time.monotonic()
         if inline:
-            job = run_job(job.pk)
+            job = ingestion.run_inline(job)
         else:
-            enqueue(job)
             if not wait:
                 self.stdout.write("queued; follow it with GET /api/jobs/" + job.public_id)
                 return

@@ -24,13 +24,13 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
 from accounts.lookups import find_org
-from accounts.management.commands.bootstrap import DEMO_ORG
 from accounts.models import Organization
 from accounts.tokens import create_token, revoke_token
 from contexts.embedded import EmbeddedServiceError, EmbeddedStack
 from contexts.loadtest import Ask, gunicorn, report_lines, run_load
+from contexts.management.commands.bootstrap import DEMO_ORG
 from contexts.models import Fragment, FragmentStatus, IngestionJob, JobState
-from contexts.services.jobs import run_job
+from contexts.usecases import ingestion
 
 GOLDEN_QUERIES = Path(settings.BASE_DIR) / "tests" / "golden" / "queries.jsonl"
 HEADING = re.compile(r"^#{1,4}\s+(.+?)\s*#*\s*$")
@@ -130,7 +130,7 @@ class Command(BaseCommand):
             org__slug=DEMO_ORG, state__in=[JobState.QUEUED, JobState.RUNNING])
         for job in pending:
             self.stdout.write(f"ingesting the demo content (job {job.public_id}) …")
-            run_job(job.pk)
+            ingestion.run_inline(job)
 
     def _asks(self, organization: Organization) -> list[Ask]:
         """Every question at organization level and in each repository, with a few budgets."""

@@ -16,6 +16,8 @@ from contexts.governance import reembed
 from contexts.models import EmbeddingGeneration
 from contexts.models.embeddings import GenerationState
 from contexts.services.errors import InvalidOperation
+from contexts.usecases import embeddings
+from contexts.usecases.embeddings import Reembed
 
 
 class Command(BaseCommand):
@@ -43,7 +45,7 @@ class Command(BaseCommand):
                 return
             if not model:
                 raise CommandError("--model is required")
-            generation = reembed.start_reembed(namespace, model)
+            generation = embeddings.start_reembed(Reembed(namespace, model), queue=not inline)
         except InvalidOperation as exc:
             raise CommandError(str(exc)) from None
         self.stdout.write(f"{namespace}: generation {generation.pk} ({generation.model_name} "
@@ -53,9 +55,6 @@ class Command(BaseCommand):
                 f"  embedded {n}"))
             self._report(result.generation, result.total, result.missing)
             return
-        from contexts.governance.tasks import reembed_generation
-
-        reembed_generation.delay(generation.pk)
         if not wait:
             self.stdout.write("queued; retrieval switches when it is complete "
                               "(manage.py reembed … --wait to follow)")

@@ -10,7 +10,8 @@ from django.db import transaction
 from accounts.models import Membership, Organization, Repository, Role
 from accounts.permissions import SYSTEM
 from contexts.models import IngestionJob
-from contexts.services.jobs import create_job, enqueue
+from contexts.usecases import ingestion
+from contexts.usecases.ingestion import SubmitSource
 
 DEMO_ORG = "demo"
 DEMO_REPO = "contexts"
@@ -43,7 +44,7 @@ class Command(BaseCommand):
         if demo and not IngestionJob.objects.filter(org=org).exists():
             # The project's own README, docs (with ADRs) and code: real content to curate and
             # search at once. The worker runs it; the console shows its progress.
-            job = create_job(SYSTEM, repo.scope, str(settings.BASE_DIR), owner=user)
-            enqueue(job)
+            job = ingestion.submit(SYSTEM, SubmitSource(scope=repo.scope,
+                                                        path=str(settings.BASE_DIR), owner=user))
             self.stdout.write(f"Ingesting this repository into demo/{DEMO_REPO} in the "
                               f"background (job {job.public_id}).")

@@ -1,82 +1,33 @@
-"""Starting and running ingestion jobs (the Celery task is a thin wrapper around ``run_job``)."""
+"""Running an ingestion job on a worker: the ``ingest`` Celery task is a thin wrapper around
+:func:`run_job`. Submitting one (checks, the job row, its uploads, queueing it) is the use case
+``contexts.usecases.ingestion``."""
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import connection
 from django.utils import timezone
 
-from accounts.models import Scope
-from accounts.permissions import SYSTEM
+from accounts.models import Repository
 from contexts.ingestion import server_paths
 from contexts.ingestion.pipeline import Ingestor, Stats, Target
 from contexts.ingestion.sources import walk
-from contexts.models import Context, IngestionJob, JobState
+from contexts.models import IngestionJob, JobState
 from contexts.services import job_leases
-from contexts.services.audit import record
-from contexts.services.errors import InvalidOperation
-from contexts.services.fragments import require
+from contexts.services.job_leases import JOB_LOCK_SPACE
 
 logger = logging.getLogger(__name__)
 PROGRESS_EVERY_SECONDS = 0.5
-JOB_LOCK_SPACE = 7301  # advisory-lock namespace for ingestion jobs
-
-
-def create_job(principal: Any, scope: Scope, source: str, *, source_kind: str = "path",
-               context: Context | None = None, owner=None, created_by=None) -> IngestionJob:
-    """A queued job. A ``path`` source is checked by :mod:`~contexts.ingestion.server_paths`:
-    any path for the operator (``SYSTEM``), superusers under the ingest roots otherwise."""
-    operator = principal is SYSTEM
-    if source_kind == "path" and not operator:
-        server_paths.require_path_right(principal)
-    require(principal, "curate", scope)
-    if scope.kind not in ("org", "repo", "persona", "session"):
-        raise InvalidOperation("fragments are ingested into an organization, repository, "
-                               "persona or session", field="scope")
-    if source_kind == "path":
-        source = str(server_paths.check_server_path(source, operator=operator))
-    if context is not None and context.org_id != scope.org_id:
-        raise InvalidOperation("the context belongs to another organization", field="context")
-    job = IngestionJob.objects.create(
-        org_id=scope.org_id, scope=scope, context=context, source=str(source),
-        source_kind=source_kind, owner=owner, created_by=created_by,
-    )
-    record(principal, "job.create", job, org=job.org, after={
-        "scope": scope.public_id, "source_kind": source_kind,
-        "context": context.public_id if context is not None else None})
-    return job
-
-
-def save_uploads(job: IngestionJob, files: Iterable[Any]) -> None:
-    """Store uploaded files under MEDIA_ROOT/uploads/<job>/ and make that the job's source."""
-    folder = upload_folder(job)
-    folder.mkdir(parents=True, exist_ok=True)
-    for upload in files:
-        with open(folder / Path(upload.name).name, "wb") as out:
-            for piece in upload.chunks():
-                out.write(piece)
-    job.source = str(folder)
-    job.save(update_fields=["source"])
-
-
-def enqueue(job: IngestionJob) -> None:
-    from contexts.tasks import ingest
-
-    transaction.on_commit(lambda: ingest.delay(job.pk))
 
 
 def _target(job: IngestionJob) -> Target:
     scope = job.scope
     repository = None
     if scope.kind == "repo":
-        from accounts.models import Repository
-
         repository = Repository.objects.get(scope=scope)
     return Target(org=job.org, scope=scope, repository=repository, context=job.context,
                   default_owner=job.owner or job.created_by)

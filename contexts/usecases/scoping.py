@@ -1,23 +1,23 @@
-"""Resolving the scope fields of API requests (public id or slug) — never deciding visibility.
+"""Resolving the scope fields of a command (public id or slug) — never deciding visibility.
 
-Unknown and unreadable scopes give the same 403 so that existence is not revealed.
+Unknown and unreadable scopes are refused alike (a 403 over the API) so that existence is not
+revealed.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from rest_framework.exceptions import PermissionDenied
-
 from accounts.lookups import Found, find_chain, find_in_org, find_org
 from accounts.models import Organization, Persona, Repository, Session
 from accounts.scopes import Readable, readable_scopes
+from contexts.usecases.errors import Refused
 
 SCOPE_REFUSED = "scope not found or not readable"
 
 
-def refuse() -> PermissionDenied:
-    return PermissionDenied(SCOPE_REFUSED)
+def refuse() -> Refused:
+    return Refused(SCOPE_REFUSED)
 
 
 def resolve_org(principal: Any, ref: str, readable: Readable | None = None) -> Organization:

@@ -1,0 +1,164 @@
+"""The retrieval request and response as agents send and receive them, over REST
+(``POST /api/contexts/retrieve``) and MCP (the ``retrieve`` tool): one rule set, one shape."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from django.conf import settings
+from rest_framework import serializers
+from rest_framework.exceptions import ValidationError
+
+from contexts.ids import PUBLIC_ID, SLUG
+from contexts.protocol.validation import StrictSerializer
+from contexts.retrieval import RetrievalResult
+from contexts.retrieval.types import ComposedFragment
+from contexts.usecases.org_scope import ALL_REPOSITORIES
+from contexts.usecases.retrieval import Retrieve, ScopeRef
+
+LIMITS = settings.RETRIEVAL
+
+
+def finite(value: float) -> None:
+    if not math.isfinite(value):
+        raise ValidationError("must be a finite number")
+
+
+_REPOSITORY_REF = re.compile(f"{PUBLIC_ID}|{SLUG}|{re.escape(ALL_REPOSITORIES)}")
+
+
+def repository_ref(value: str) -> None:
+    # A value that can name nothing ("**", "web/*") is the caller's mistake: a 400 naming the
+    # field, not the 403 of a repository that might exist.
+    if _REPOSITORY_REF.fullmatch(value) is None:
+        raise ValidationError('must be a repository id or slug, or "*" for every repository '
+                              "you can read")
+
+
+class ScopeSerializer(StrictSerializer):
+    org_id = serializers.CharField(max_length=64, help_text="public id or slug")
+    repo_id = serializers.CharField(
+        max_length=64, required=False, allow_blank=True, allow_null=True,
+        validators=[repository_ref],
+        help_text='public id or slug; "*": the organization-wide fragments plus every '
+                  "repository of the organization the caller may read; absent: the "
+                  "organization-wide fragments only")
+    persona_id = serializers.CharField(max_length=64, required=False, allow_blank=True,
+                                       allow_null=True)
+    session_id = serializers.CharField(max_length=120, required=False, allow_blank=True,
+                                       allow_null=True, help_text="public id or external id")
+
+
+class RetrieveRequestSerializer(StrictSerializer):
+    query = serializers.CharField(max_length=LIMITS["max_query_chars"], trim_whitespace=True)
+    scope = ScopeSerializer()
+    budget_tokens = serializers.IntegerField(default=3200, min_value=1,
+                                             max_value=LIMITS["max_budget_tokens"])
+    k_lexical = serializers.IntegerField(default=100, min_value=0, max_value=LIMITS["max_k"])
+    k_dense = serializers.IntegerField(default=100, min_value=0, max_value=LIMITS["max_k"])
+    rerank_top = serializers.IntegerField(default=50, min_value=0, max_value=LIMITS["max_k"])
+    freshness_halflife_days = serializers.FloatField(required=False, allow_null=True,
+                                                     min_value=0.01, max_value=36500,
+                                                     validators=[finite])
+    min_score = serializers.FloatField(default=0.0, min_value=0.0, max_value=1.0,
+                                       validators=[finite])
+    include_superseded = serializers.BooleanField(default=False)
+    as_of = serializers.DateTimeField(required=False, allow_null=True)
+    reranker = serializers.ChoiceField(choices=["none", "cross-encoder"], required=False)
+
+
+class SourceSerializer(serializers.Serializer):
+    path = serializers.CharField()
+    repository = serializers.CharField(allow_null=True)
+    anchor = serializers.CharField()
+    lines = serializers.ListField(child=serializers.IntegerField(allow_null=True))
+
+
+class FragmentOutSerializer(serializers.Serializer):
+    id = serializers.CharField()
+    doc_id = serializers.CharField(allow_null=True)
+    version = serializers.IntegerField()
+    score = serializers.FloatField()
+    tokens = serializers.IntegerField()
+    source = SourceSerializer(allow_null=True)
+    updated_at = serializers.DateTimeField()
+    kind = serializers.CharField()
+    pinned = serializers.BooleanField()
+    negative = serializers.BooleanField()
+    heading_path = serializers.ListField(child=serializers.CharField())
+    symbol = serializers.CharField(
+        allow_blank=True,
+        help_text="qualified name of the definition the fragment holds or is cut from "
+                  "(`QuerySet.bulk_create`, also for part 3 of a long method); empty for prose")
+    text = serializers.CharField()
+
+
+class RetrieveResponseSerializer(serializers.Serializer):
+    fragments = FragmentOutSerializer(many=True)
+    trace_id = serializers.CharField()
+    reranker = serializers.CharField()
+    tokens_used = serializers.IntegerField()
+    degraded = serializers.DictField(
+        child=serializers.CharField(),
+        help_text="leg → a stable code saying why it did not run (`lexical_index_unavailable`: "
+                  "the answer came from the dense leg alone); empty when every leg ran")
+    hint = serializers.CharField(
+        allow_null=True,
+        help_text="set only when no fragment came back while the caller reads fragments "
+                  "elsewhere in the organization: how many, and how to widen the scope (e.g. "
+                  '`"repo_id": "*"`); counts only what the caller may read; null otherwise')
+
+
+def fragment_payload(item: ComposedFragment) -> dict:
+    fragment = item.fragment
+    first = item.sources[0] if item.sources else None
+    source = None
+    if first is not None:
+        source = {"path": first.path, "repository": first.repository, "anchor": first.anchor,
+                  "lines": [first.start_line, first.end_line]}
+    return {
+        "id": fragment.public_id,
+        "doc_id": f"{first.path}#{first.anchor}" if first else None,
+        "version": fragment.version,
+        "score": round(item.candidate.final, 4),
+        "tokens": item.tokens,
+        "source": source,
+        "updated_at": max(t for t in (fragment.last_edited_at, fragment.verified_at) if t),
+        "kind": fragment.kind,
+        "pinned": item.candidate.pinned,
+        "negative": fragment.negative,
+        "heading_path": list(fragment.heading_path),
+        "symbol": fragment.symbol,
+        "text": item.text,
+    }
+
+
+def response_payload(result: RetrievalResult) -> dict:
+    return {
+        "fragments": [fragment_payload(item) for item in result.fragments],
+        "trace_id": result.trace_id,
+        "reranker": result.reranker,
+        "tokens_used": sum(item.tokens for item in result.fragments),
+        "degraded": result.degraded,
+        "hint": result.hint,
+    }
+
+
+def scope_ref(scope: Mapping[str, Any]) -> ScopeRef:
+    """Validated scope fields (absent ones are None)."""
+    return ScopeRef(org_id=scope["org_id"], repo_id=scope.get("repo_id"),
+                    persona_id=scope.get("persona_id"), session_id=scope.get("session_id"))
+
+
+def retrieve_command(data: Mapping[str, Any]) -> Retrieve:
+    """Validated :class:`RetrieveRequestSerializer` data as the use case's command."""
+    return Retrieve(
+        query=data["query"], scope=scope_ref(data["scope"]),
+        budget_tokens=data["budget_tokens"], k_lexical=data["k_lexical"],
+        k_dense=data["k_dense"], rerank_top=data["rerank_top"], min_score=data["min_score"],
+        freshness_halflife_days=data.get("freshness_halflife_days"),
+        include_superseded=data["include_superseded"], as_of=data.get("as_of"),
+        reranker=data.get("reranker"))

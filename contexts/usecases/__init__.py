@@ -1,0 +1,20 @@
+"""The use-case layer: what a caller can ask of Contexts, once, for every surface.
+
+Each use case is a plain function of a principal (a user or an agent token) and a typed
+command (a frozen dataclass), returning domain objects and raising the errors of
+:mod:`contexts.usecases.errors` (or :class:`~contexts.services.errors.InvalidOperation`).
+The adapters — REST (``contexts.api``), MCP (``contexts.mcp_server``), the console
+(``contexts.console``) and the management commands — parse their input into a command, call
+one function and render the result; none of them imports another (ADR 0013, enforced by the
+import contracts in ``pyproject.toml``).
+
+- :mod:`~contexts.usecases.retrieval` — plan and run a retrieval, the empty answer's hint;
+- :mod:`~contexts.usecases.fragments` — an agent's fragment write and its feedback;
+- :mod:`~contexts.usecases.ingestion` — submitting a source (a server path or uploads) as an
+  ingestion job and queueing it;
+- :mod:`~contexts.usecases.scoping`, :mod:`~contexts.usecases.org_scope` — resolving the scope
+  fields of a command (public id or slug) and ``"repo_id": "*"``.
+
+Celery tasks are queued from here only, with ``delay_on_commit``: nothing is published for a
+transaction that rolls back.
+"""

@@ -1,0 +1,149 @@
+"""Submitting a source for ingestion: a directory on the server or uploaded files, into a
+scope, as a queued job. The worker runs it (``contexts.ingestion.jobs.run_job``, through the
+``ingest`` task queued here).
+
+REST (``POST /api/sources``) names the scope by public id or slug: :func:`submit_uploads`.
+The console (a scope chosen among those it shows), ``manage.py ingest`` and ``bootstrap``
+(the operator, :data:`~accounts.permissions.SYSTEM`) have the scope already: :func:`submit`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from django.db import transaction
+
+from accounts.models import Scope
+from accounts.permissions import SYSTEM, may, principal_user
+from accounts.scopes import readable_scopes
+from contexts.ingestion import server_paths
+from contexts.ingestion.jobs import run_job, upload_folder
+from contexts.models import Context, IngestionJob
+from contexts.services.audit import record
+from contexts.services.errors import InvalidOperation
+from contexts.services.fragments import require
+from contexts.tasks import ingest
+from contexts.usecases.errors import Refused
+from contexts.usecases.retrieval import ScopeRef
+from contexts.usecases.scoping import resolve_in_org, resolve_org
+
+CURATE_REFUSED = ("you may not add knowledge to this scope (curators, tech leads and "
+                  "administrators can; agent tokens write only into sessions)")
+
+
+@dataclasses.dataclass(frozen=True)
+class SubmitSource:
+    """A source for a scope the caller has already chosen. ``files`` (uploaded files: a
+    ``name`` and ``chunks()``) make it an upload; otherwise ``path`` is a directory or file on
+    the server."""
+
+    scope: Scope
+    path: str = ""
+    files: Sequence[Any] | None = None
+    context: Context | None = None
+    owner: Any = None        # who owns fragments without a front-matter owner
+    created_by: Any = None   # the user shown as the job's author
+
+
+@dataclasses.dataclass(frozen=True)
+class UploadSources:
+    """Uploaded files for a scope named as agents name it (organization, then the
+    repository or persona), optionally into a context (its slug)."""
+
+    scope: ScopeRef
+    files: Sequence[Any]
+    context: str | None = None
+
+
+def submit(principal: Any, command: SubmitSource, *, queue: bool = True) -> IngestionJob:
+    """Create the job (checked: the right to curate the scope, a server path's rules), store
+    its uploads, and queue it once the transaction commits. ``queue=False``: the caller runs
+    it with :func:`run_inline` instead (``manage.py ingest --inline``)."""
+    upload = command.files is not None
+    with transaction.atomic():
+        job = create_job(principal, command.scope, command.path,
+                         source_kind="upload" if upload else "path", context=command.context,
+                         owner=command.owner, created_by=command.created_by)
+        if upload:
+            save_uploads(job, command.files)
+        if queue:
+            enqueue(job)
+    return job
+
+
+def run_inline(job: IngestionJob) -> IngestionJob | None:
+    """Run a submitted, unqueued job in this process, as a worker would (outside any
+    transaction: the run takes its own locks and commits as it goes)."""
+    return run_job(job.pk)
+
+
+def submit_uploads(principal: Any, command: UploadSources) -> IngestionJob:
+    """``POST /api/sources``: uploads into the persona, else the repository, else the
+    organization named. A scope the caller may read but not curate is :class:`Refused`; an
+    invalid one is :class:`InvalidOperation` naming the field (``scope`` by default)."""
+    org = resolve_org(principal, command.scope.org_id)
+    target = (resolve_in_org(org, "persona", command.scope.persona_id)
+              or resolve_in_org(org, "repo", command.scope.repo_id) or org)
+    context = None
+    if command.context:
+        # Among the contexts the caller reads: one it may not read answers like a missing one
+        # (it was 403 against 400, which told whether another team's context slug exists).
+        context = Context.objects.filter(org=org, slug=command.context,
+                                         scope_id__in=readable_scopes(principal)).first()
+        if context is None:
+            raise InvalidOperation("no such context in this organization", field="context")
+    if not may(principal, "curate", target.scope):
+        # The caller may name this scope (resolve_* refused it otherwise), so saying it exists
+        # reveals nothing; what is missing is the right to write.
+        raise Refused(CURATE_REFUSED)
+    try:
+        return submit(principal, SubmitSource(scope=target.scope, files=command.files,
+                                              context=context,
+                                              created_by=principal_user(principal)))
+    except InvalidOperation as exc:
+        raise InvalidOperation(str(exc), field=exc.field or "scope") from exc
+
+
+def create_job(principal: Any, scope: Scope, source: str, *, source_kind: str = "path",
+               context: Context | None = None, owner=None, created_by=None) -> IngestionJob:
+    """A queued job. A ``path`` source is checked by :mod:`~contexts.ingestion.server_paths`:
+    any path for the operator (``SYSTEM``), superusers under the ingest roots otherwise."""
+    operator = principal is SYSTEM
+    if source_kind == "path" and not operator:
+        server_paths.require_path_right(principal)
+    require(principal, "curate", scope)
+    if scope.kind not in ("org", "repo", "persona", "session"):
+        raise InvalidOperation("fragments are ingested into an organization, repository, "
+                               "persona or session", field="scope")
+    if source_kind == "path":
+        source = str(server_paths.check_server_path(source, operator=operator))
+    if context is not None and context.org_id != scope.org_id:
+        raise InvalidOperation("the context belongs to another organization", field="context")
+    job = IngestionJob.objects.create(
+        org_id=scope.org_id, scope=scope, context=context, source=str(source),
+        source_kind=source_kind, owner=owner, created_by=created_by,
+    )
+    record(principal, "job.create", job, org=job.org, after={
+        "scope": scope.public_id, "source_kind": source_kind,
+        "context": context.public_id if context is not None else None})
+    return job
+
+
+def save_uploads(job: IngestionJob, files: Iterable[Any]) -> None:
+    """Store uploaded files under MEDIA_ROOT/uploads/<job>/ and make that the job's source."""
+    folder = upload_folder(job)
+    folder.mkdir(parents=True, exist_ok=True)
+    for upload in files:
+        with open(folder / Path(upload.name).name, "wb") as out:
+            for piece in upload.chunks():
+                out.write(piece)
+    job.source = str(folder)
+    job.save(update_fields=["source"])
+
+
+def enqueue(job: IngestionJob) -> None:
+    """Queue the job's run once the transaction that created it commits."""
+    ingest.delay_on_commit(job.pk)
