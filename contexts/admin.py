@@ -13,6 +13,7 @@ from contexts.models import (
     SourceDocument,
     SourcePointer,
 )
+from contexts.services import fragments as fragment_service
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -40,20 +41,67 @@ class VersionInline(admin.TabularInline):
 
 
 class PointerInline(admin.TabularInline):
+    """Provenance, written by ingestion and merges: viewable here, never editable."""
+
     model = SourcePointer
     extra = 0
-    raw_id_fields = ("document",)
+    fields = ("document", "anchor", "start_line", "end_line", "content_hash")
+    readonly_fields = fields
+    can_delete = False
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
 
 
 @admin.register(Fragment)
 class FragmentAdmin(admin.ModelAdmin):
+    """Fragments change only through :mod:`contexts.services.fragments`, here as anywhere.
+
+    Saving the form becomes an edit (title, text and its chunking metadata) and/or a metadata
+    change (kind, negative flag, owner) as the signed-in person, each with its version, audit
+    event and change signal — exactly what a console edit writes. What has a door of its own
+    (status: retire and supersede in the console; visibility: contexts) is read-only, and
+    fragments are neither added nor deleted here (retire keeps the history).
+    """
+
+    TEXT_FIELDS = ("title", "body", "heading_path", "language", "symbol")
+    METADATA_FIELDS = ("kind", "negative", "owner")
+
     list_display = ("public_id", "title", "kind", "status", "negative", "owner", "version",
                     "last_edited_at")
     list_filter = ("org", "kind", "status", "negative")
     search_fields = ("public_id", "title", "body")
-    raw_id_fields = ("superseded_by", "scope")
-    readonly_fields = ("public_id", "uid", "version", "content_hash", "simhash", "scope_ids")
+    raw_id_fields = ("owner",)
+    fields = ("public_id", "org", "scope", *TEXT_FIELDS, *METADATA_FIELDS, "status",
+              "superseded_by", "version", "valid_from", "valid_to", "last_edited_at",
+              "verified_at")
+    readonly_fields = ("public_id", "org", "scope", "status", "superseded_by", "version",
+                       "valid_from", "valid_to", "last_edited_at", "verified_at")
     inlines = [PointerInline, VersionInline]
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+    def save_model(self, request, obj: Fragment, form, change: bool) -> None:
+        stored = Fragment.objects.get(pk=obj.pk)
+        changed = set(form.changed_data)
+        chunking = {name: getattr(obj, name) for name in ("heading_path", "language", "symbol")
+                    if name in changed}
+        if chunking or changed & {"title", "body"}:
+            # The form was filled in from the row as it is now: based on the stored version.
+            fragment_service.edit_fragment(request.user, stored,
+                                           based_on_version=stored.version, body=obj.body,
+                                           title=obj.title, reason="edited in the admin",
+                                           **chunking)
+        metadata = {name: getattr(obj, name) for name in self.METADATA_FIELDS
+                    if name in changed}
+        if metadata:
+            fragment_service.update_metadata(request.user, [stored],
+                                             reason="changed in the admin", **metadata)
+        obj.refresh_from_db()
 
 
 @admin.register(FragmentVersion)
@@ -74,10 +122,12 @@ class SourceDocumentAdmin(admin.ModelAdmin):
     search_fields = ("path",)
 
 
-admin.site.register(SourcePointer)
+# Pointers (ingestion, merges), pins (the pin service), citation links (ingestion, merges,
+# supersession) and nudges (their answers) each have their own door: read-only here.
+admin.site.register(SourcePointer, ReadOnlyAdmin)
 admin.site.register(Context)
 admin.site.register(ContextSubscription)
-admin.site.register(Pin)
-admin.site.register(Link)
-admin.site.register(Nudge)
+admin.site.register(Pin, ReadOnlyAdmin)
+admin.site.register(Link, ReadOnlyAdmin)
+admin.site.register(Nudge, ReadOnlyAdmin)
 admin.site.register(EmbeddingGeneration)

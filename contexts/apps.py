@@ -9,9 +9,16 @@ class ContextsConfig(AppConfig):
     def ready(self) -> None:
         from accounts.tokens import token_changed
         from contexts import signals  # noqa: F401 - connects receivers
+        from contexts.governance import nudges
         from contexts.ids import register_converters
+        from contexts.services.fragments import fragments_changed
         from contexts.services.token_audit import record_token_change
 
         register_converters()  # <pid:…> and friends, before any URLconf is imported
         # Token changes go to the audit trail, which accounts (below contexts) cannot import.
         token_changed.connect(record_token_change, dispatch_uid="contexts.audit.tokens")
+        # Connected here, once the apps are loaded, rather than as a side effect of importing
+        # the nudges module: a process that never imported it would silently leave nudges
+        # of edited fragments open until the next scan.
+        fragments_changed.connect(nudges.follow_fragment_changes,
+                                  dispatch_uid="governance.nudges.reconcile")

@@ -29,8 +29,13 @@ def drop_embedding_partition(sender, instance: Organization, **kwargs) -> None:
 
 
 @receiver(fragments_changed)
-def follow_fragment_changes(sender, fragment_ids: list[int], **kwargs) -> None:
-    """Derived indexes follow every change; the worker does the work (the one index writer)."""
+def follow_fragment_changes(sender, fragment_ids: list[int], indexed: bool = False,
+                            **kwargs) -> None:
+    """Derived indexes follow every change; the worker does the work (the one index writer).
+
+    ``indexed``: the sender (ingestion) already embedded and indexed these fragments."""
+    if indexed:
+        return
     from contexts.tasks import reindex
 
     try:

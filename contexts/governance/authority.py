@@ -21,10 +21,10 @@ from typing import TypeVar
 
 import numpy as np
 from django.conf import settings
-from django.db import transaction
 
 from accounts.models import Organization
 from contexts.models import Fragment, FragmentStatus, Link
+from contexts.services import fragments as fragment_service
 
 logger = logging.getLogger(__name__)
 N = TypeVar("N", bound=Hashable)
@@ -67,11 +67,7 @@ def compute_authority(org: Organization) -> dict[int, float]:
     edges = Link.objects.filter(source__org=org, target__org=org).values_list("source_id",
                                                                              "target_id")
     scores = pagerank(nodes, edges, damping=settings.GOVERNANCE_PAGERANK_DAMPING)
-    current = dict(Fragment.objects.filter(pk__in=nodes).values_list("pk", "authority"))
-    changed = [Fragment(pk=pk, authority=round(score, 6)) for pk, score in scores.items()
-               if abs(current.get(pk, -1.0) - round(score, 6)) > 1e-9]
-    with transaction.atomic():
-        Fragment.objects.bulk_update(changed, ["authority"], batch_size=1000)
+    changed = fragment_service.store_authority(scores)
     logger.info("authority of %s: %d fragments ranked, %d changed", org.slug, len(scores),
-                len(changed))
+                changed)
     return scores

@@ -10,6 +10,7 @@ cosine ≥ ``GOVERNANCE_DEDUP_MIN_COSINE`` in the active generation, become
 :func:`merge_duplicates` keeps one canonical fragment that carries everything the other had:
 every source pointer, citation link (both directions), pin, context membership and supersession
 reference, and its use counters. The other one is retired ("merged into …"), never deleted.
+The fragments change only through :mod:`contexts.services.fragments` (``merge_fragments``).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F, Q
+from django.db.models import Q
 
 from accounts.models import Organization
 from accounts.permissions import principal_user
@@ -31,10 +32,7 @@ from contexts.models import (
     DedupState,
     Fragment,
     FragmentStatus,
-    Link,
     Nudge,
-    Pin,
-    SourcePointer,
 )
 from contexts.models.governance import NudgeAnswer, NudgeState
 from contexts.services import audit
@@ -85,69 +83,20 @@ def propose_duplicates(org: Organization, now: dt.datetime | None = None) -> dic
     return counts
 
 
-def _move_links(keep: Fragment, drop: Fragment) -> int:
-    moved = 0
-    for link in Link.objects.filter(Q(source=drop) | Q(target=drop)):
-        source = keep.pk if link.source_id == drop.pk else link.source_id
-        target = keep.pk if link.target_id == drop.pk else link.target_id
-        if source != target:  # keep ↔ drop links would become self-citations
-            _, created = Link.objects.get_or_create(source_id=source, target_id=target,
-                                                    kind=link.kind,
-                                                    defaults={"created_at": link.created_at})
-            moved += created
-        link.delete()
-    return moved
-
-
-def _move_pins(keep: Fragment, drop: Fragment) -> int:
-    moved = 0
-    for pin in Pin.objects.filter(fragment=drop):
-        if Pin.objects.filter(fragment=keep, scope_id=pin.scope_id).exists():
-            pin.delete()  # keep is pinned there already; its own position wins
-        else:
-            Pin.objects.filter(pk=pin.pk).update(fragment=keep)
-            moved += 1
-    return moved
-
-
 @transaction.atomic
 def merge_duplicates(user: Any, keep: Fragment, drop: Fragment, *,
                      now: dt.datetime | None = None) -> Fragment:
-    """Fold ``drop`` into ``keep`` (permission ``curate`` on both scopes; audited)."""
-    now = resolve(now)
-    if keep.pk == drop.pk:
-        raise InvalidOperation("a fragment cannot be merged into itself", field="keep")
-    # Both rows locked in primary-key order, so two concurrent merges cannot deadlock.
-    locked = {f.pk: f for f in Fragment.objects.select_for_update(of=("self",))
-              .select_related("scope").filter(pk__in=[keep.pk, drop.pk]).order_by("pk")}
-    keep, drop = locked[keep.pk], locked[drop.pk]
-    if keep.org_id != drop.org_id:
-        raise InvalidOperation("duplicates must be in the same organization", field="drop")
-    fragment_service.require(user, "curate", keep.scope)
-    fragment_service.require(user, "curate", drop.scope)
-    for fragment, field in ((keep, "keep"), (drop, "drop")):
-        if fragment.status != FragmentStatus.ACTIVE:
-            raise InvalidOperation(f"{fragment.public_id} is {fragment.status}", field=field)
-    before = {"keep": fragment_service.snapshot(keep), "drop": fragment_service.snapshot(drop),
-              "keep_sources": keep.sources.count(), "drop_sources": drop.sources.count()}
+    """Fold ``drop`` into ``keep`` (permission ``curate`` on both scopes; audited).
 
-    # Pointers are unique per (document, anchor) across all fragments: moving never collides.
-    pointers = SourcePointer.objects.filter(fragment=drop).update(fragment=keep)
-    links = _move_links(keep, drop)
-    pins = _move_pins(keep, drop)
-    superseded = Fragment.objects.filter(superseded_by=drop).update(superseded_by=keep)
-    contexts = set(drop.contexts.all()) - set(keep.contexts.all())
-    if contexts:  # whoever could read drop through a context keeps reading its content
-        fragment_service.set_contexts(user, keep, [*keep.contexts.all(), *contexts])
-    Fragment.objects.filter(pk=keep.pk).update(
-        retrieved_count=F("retrieved_count") + drop.retrieved_count,
-        cited_count=F("cited_count") + drop.cited_count,
-        helped_count=F("helped_count") + drop.helped_count,
-        hurt_count=F("hurt_count") + drop.hurt_count)
+    The fragments change through :func:`contexts.services.fragments.merge_fragments`; this
+    function keeps governance's own records: ``drop``'s open nudge is closed and the pair's
+    proposals are settled.
+    """
+    now = resolve(now)
+    keep, _ = fragment_service.merge_fragments(user, keep, drop)
     Nudge.objects.filter(fragment=drop).exclude(state=NudgeState.ANSWERED).update(
         state=NudgeState.ANSWERED, answer=NudgeAnswer.RETIRED, answered_at=now,
         answered_by=principal_user(user))
-    fragment_service.retire_fragment(user, drop, reason=f"merged into {keep.public_id}")
 
     pair = (min(keep.pk, drop.pk), max(keep.pk, drop.pk))
     decided = {"decided_by": principal_user(user), "decided_at": now}
@@ -161,15 +110,6 @@ def merge_duplicates(user: Any, keep: Fragment, drop: Fragment, *,
     DedupCandidate.objects.filter(Q(fragment_a=drop) | Q(fragment_b=drop),
                                   state=DedupState.PROPOSED).update(
         state=DedupState.DISMISSED, **decided)
-
-    keep.refresh_from_db()
-    audit.record(user, "fragment.merge", keep, before=before, after={
-        "keep": keep.public_id, "dropped": drop.public_id, "moved_sources": pointers,
-        "moved_links": links, "moved_pins": pins, "repointed_supersessions": superseded,
-        "added_contexts": sorted(c.public_id for c in contexts),
-        "sources": keep.sources.count()})
-    # keep's lexical document lists its source paths: re-index it.
-    fragment_service.notify_changed([keep.pk])
     return keep
 
 

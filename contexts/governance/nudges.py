@@ -338,10 +338,8 @@ def answer_nudge(user: AbstractBaseUser, nudge: Nudge, answer: str, new_owner=No
         # An owner who is not a curator answers by the owner's right: recorded as themselves.
         principal = user if may(user, "curate", fragment.scope) else OnBehalfOf(user)
         if answer == NudgeAnswer.STILL_ACCURATE:
-            Fragment.objects.filter(pk=fragment.pk).update(verified_at=now)
-            audit.record(user, "fragment.verify", fragment,
-                         before={"verified_at": _iso(fragment.verified_at)},
-                         after={"verified_at": now.isoformat(), "nudge": nudge.pk})
+            fragment_service.verify_fragment(principal, fragment, now=now,
+                                             note={"nudge": nudge.pk})
         elif answer == NudgeAnswer.EDITED:
             if body is not None:
                 fragment_service.edit_fragment(
@@ -387,23 +385,18 @@ def _check_new_owner(new_owner: Any, fragment: Fragment) -> AbstractBaseUser:
     return new_owner
 
 
-def _iso(value: dt.datetime | None) -> str | None:
-    return value.isoformat() if value else None
-
-
 def candidates_for_handover(fragment: Fragment) -> QuerySet:
     """Active members of the fragment's organization other than its owner (for the form)."""
     return (get_user_model().objects.filter(is_active=True, memberships__org_id=fragment.org_id)
             .exclude(pk=fragment.owner_id).distinct().order_by("username"))
 
 
-def _follow_fragment_changes(sender: Any, fragment_ids: list[int], **kwargs: Any) -> None:
-    """An edit, retirement or supersession made anywhere settles the fragment's open nudge."""
+def follow_fragment_changes(sender: Any, fragment_ids: list[int], **kwargs: Any) -> None:
+    """An edit, retirement or supersession made anywhere settles the fragment's open nudge.
+
+    A receiver of ``fragments_changed``, connected in ``ContextsConfig.ready()`` (not when
+    this module happens to be imported)."""
     try:
         reconcile(fragment_ids=fragment_ids)
     except Exception:  # noqa: BLE001 - the change is committed; the next scan reconciles too
         logger.exception("could not reconcile nudges of %d fragments", len(fragment_ids))
-
-
-fragment_service.fragments_changed.connect(_follow_fragment_changes,
-                                           dispatch_uid="governance.nudges.reconcile")

@@ -380,20 +380,32 @@ class Ingestor:
         return written
 
     def _apply_front_matter(self, document: SourceDocument, doc: NormalizedDocument) -> None:
-        """Front matter describes every fragment of its document, changed text or not."""
+        """Front matter describes every fragment of its document, changed text or not.
+
+        Through the fragment service like any metadata change (a version, an audit event and
+        the change signal per fragment that changes). One read finds the fragments that
+        differ; the writes are batched per kind of change, and a document whose fragments
+        already agree costs that one read only.
+        """
         if not doc.front_matter:
             return
-        fragments = Fragment.objects.filter(sources__document=document, scope=self.target.scope)
-        for namespace in indexing.NAMESPACES:
-            kind = FragmentKind.CODE if namespace == "code" else FragmentKind.PROSE
-            if doc.kind in FRONT_MATTER_KINDS:
-                kind = doc.kind
-            fragments.filter(namespace=namespace).exclude(kind=kind).update(
-                kind=kind, negative=kind == FragmentKind.NEGATIVE)
-        if doc.front_matter.get("owner"):
-            owner = self._owner(doc)
-            if owner is not None:
-                fragments.exclude(owner=owner).update(owner=owner)
+        owner = self._owner(doc) if doc.front_matter.get("owner") else None
+        rows = (Fragment.objects.filter(sources__document=document, scope=self.target.scope)
+                .values_list("pk", "namespace", "kind", "owner_id").distinct())
+        batches: dict[tuple, list[Fragment]] = {}
+        for pk, namespace, kind, owner_id in rows:
+            changes: dict = {}
+            wanted = self._kind_for(doc, namespace)
+            if kind != wanted:  # a kind from the front matter decides the negative flag too
+                changes.update(kind=wanted, negative=wanted == FragmentKind.NEGATIVE)
+            if owner is not None and owner_id != owner.pk:
+                changes["owner"] = owner
+            if changes:
+                batches.setdefault(tuple(sorted(changes.items(), key=lambda kv: kv[0])),
+                                   []).append(Fragment(pk=pk))
+        for changes, fragments in batches.items():
+            fragment_service.update_metadata(
+                SYSTEM, fragments, reason=f"front matter of {doc.path}", **dict(changes))
 
     def _save_document(self, planned: Planned) -> SourceDocument:
         source, doc, document = planned.source, planned.doc, planned.document
@@ -427,8 +439,8 @@ class Ingestor:
             fragment = fragment_service.edit_fragment(
                 SYSTEM, Fragment(pk=plan.fragment_id), based_on_version=_version(plan),
                 body=chunk_.text, title=chunk_.title, reason=f"re-ingested from {doc.path}",
-                heading_path=list(chunk_.heading_path), symbol=chunk_.symbol or "")
-            Fragment.objects.filter(pk=fragment.pk).update(**chunk_fields)
+                heading_path=list(chunk_.heading_path), symbol=chunk_.symbol or "",
+                **chunk_fields)
             SourcePointer.objects.filter(pk=plan.pointer.pk).update(**pointer_fields)
             self.stats.touched.add(fragment.pk)
             return fragment
@@ -448,8 +460,7 @@ class Ingestor:
         if existing is not None:  # its first source moved on; keep the id, take the new text
             fragment = fragment_service.edit_fragment(
                 SYSTEM, existing, based_on_version=existing.version, body=chunk_.text,
-                title=chunk_.title, reason=f"re-ingested from {doc.path}")
-            Fragment.objects.filter(pk=fragment.pk).update(**chunk_fields)
+                title=chunk_.title, reason=f"re-ingested from {doc.path}", **chunk_fields)
         else:
             fragment = fragment_service.create_fragment(
                 SYSTEM, self.target.scope, uid=plan.uid, body=chunk_.text, title=chunk_.title,
@@ -474,9 +485,13 @@ class Ingestor:
             self.stats.touched.add(fragment.pk)
 
     def _kind(self, doc: NormalizedDocument, chunk_: Chunk) -> str:
+        return self._kind_for(doc, chunk_.namespace)
+
+    @staticmethod
+    def _kind_for(doc: NormalizedDocument, namespace: str) -> str:
         if doc.kind in FRONT_MATTER_KINDS:
             return doc.kind
-        return FragmentKind.CODE if chunk_.namespace == "code" else FragmentKind.PROSE
+        return FragmentKind.CODE if namespace == "code" else FragmentKind.PROSE
 
     def _owner(self, doc: NormalizedDocument):
         """The front matter's ``owner:`` if that person may curate the target scope, else the

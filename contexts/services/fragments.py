@@ -8,6 +8,7 @@ validity interval.
 from __future__ import annotations
 
 import contextvars
+import datetime as dt
 import hashlib
 import uuid
 from collections.abc import Iterable, Iterator
@@ -17,6 +18,7 @@ from typing import Any
 import django.dispatch
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
+from django.db.models import F, Q
 from django.utils import timezone
 
 from accounts.models import Scope
@@ -28,15 +30,27 @@ from contexts.models import (
     FragmentStatus,
     FragmentVersion,
     Link,
+    Pin,
+    SourcePointer,
 )
 from contexts.models.fragments import LinkKind, Namespace
 from contexts.services import audit
 from contexts.services.errors import EditConflict, InvalidOperation
 from contexts.tokens import count_tokens
 
-# Sent (after commit) with the ids of fragments whose text, status or visibility changed, so
-# derived indexes (tantivy, embeddings) can follow. Receivers: contexts.indexing.
+# Sent (after commit) with the ids of fragments whose text, metadata, status or visibility
+# changed, so derived indexes (tantivy, embeddings) and open nudges can follow. Receivers:
+# contexts.signals (reindexing) and contexts.governance.nudges (settled questions), connected
+# in ContextsConfig.ready(). ``indexed=True`` says the sender already embedded and indexed the
+# fragments itself (ingestion), so the reindexing receiver skips them.
 fragments_changed = django.dispatch.Signal()
+
+# What a version records beside title and body may be changed by these doors: text edits
+# (edit_fragment) take the chunking metadata, metadata-only changes (update_metadata) the rest.
+EDITABLE_METADATA = frozenset({"heading_path", "language", "symbol", "kind"})
+# Derived from the text by ingestion's chunker; stored with the version that carries the text.
+CHUNK_FIELDS = frozenset({"simhash", "token_count", "chunker_version"})
+METADATA_FIELDS = frozenset({"kind", "negative", "owner"})
 
 CODE_KINDS = {FragmentKind.CODE}
 
@@ -64,24 +78,42 @@ def require(principal: Any, action: str, scope: Scope) -> None:
         raise PermissionDenied(f"you may not {action} in this scope")
 
 
-_signals_suppressed: contextvars.ContextVar[bool] = contextvars.ContextVar(
-    "fragments_changed_suppressed", default=False)
+# Inside indexing_handled_by_caller(): the ids changed so far, signalled once when it ends.
+_collected: contextvars.ContextVar[set[int] | None] = contextvars.ContextVar(
+    "fragments_changed_collected", default=None)
 
 
 @contextmanager
 def indexing_handled_by_caller() -> Iterator[None]:
-    """For the ingestion pipeline, which embeds and indexes its own fragments in bulk."""
-    token = _signals_suppressed.set(True)
+    """For the ingestion pipeline, which embeds and indexes its own fragments in bulk.
+
+    The change signal still fires — every change goes through the same door — but once for
+    the whole block (one statement per receiver instead of one per fragment) and marked
+    ``indexed=True``, so the reindexing receiver does not queue work the caller has done.
+    Nothing is signalled when the block fails: its transaction rolls back.
+    """
+    collected: set[int] = set()
+    token = _collected.set(collected)
     try:
         yield
     finally:
-        _signals_suppressed.reset(token)
+        _collected.reset(token)
+    _send_on_commit(collected, indexed=True)
+
+
+def _send_on_commit(fragment_ids: Iterable[int], *, indexed: bool) -> None:
+    ids = sorted(set(fragment_ids))
+    if ids:
+        transaction.on_commit(lambda: fragments_changed.send(
+            sender=Fragment, fragment_ids=ids, indexed=indexed))
 
 
 def notify_changed(fragment_ids: Iterable[int]) -> None:
-    ids = sorted(set(fragment_ids))
-    if ids and not _signals_suppressed.get():
-        transaction.on_commit(lambda: fragments_changed.send(sender=Fragment, fragment_ids=ids))
+    collected = _collected.get()
+    if collected is not None:
+        collected.update(fragment_ids)
+    else:
+        _send_on_commit(fragment_ids, indexed=False)
 
 
 def visibility_scope_ids(fragment: Fragment) -> list[int]:
@@ -93,7 +125,14 @@ def visibility_scope_ids(fragment: Fragment) -> list[int]:
 
 
 def _write_version(fragment: Fragment, editor: Any, reason: str) -> FragmentVersion:
-    return FragmentVersion.objects.create(
+    version = _version_row(fragment, editor, reason)
+    version.save()
+    return version
+
+
+def _version_row(fragment: Fragment, editor: Any, reason: str) -> FragmentVersion:
+    """The fragment's current state as an unsaved version (numbered ``fragment.version``)."""
+    return FragmentVersion(
         fragment=fragment,
         number=fragment.version,
         title=fragment.title,
@@ -161,6 +200,15 @@ def _locked(fragment: Fragment) -> Fragment:
         pk=fragment.pk)
 
 
+def _same_text_since(current: Fragment, version: int) -> bool:
+    """Whether only metadata changed after ``version`` (an owner, kind or negative flag, which
+    write versions too): an edit of the text it was based on then conflicts with nothing."""
+    if version > current.version:
+        return False
+    return FragmentVersion.objects.filter(fragment=current, number=version,
+                                          title=current.title, body=current.body).exists()
+
+
 @transaction.atomic
 def edit_fragment(principal: Any, fragment: Fragment, *, based_on_version: int, body: str,
                   title: str | None = None, reason: str = "", **metadata: Any) -> Fragment:
@@ -172,7 +220,7 @@ def edit_fragment(principal: Any, fragment: Fragment, *, based_on_version: int, 
     current = _locked(fragment)
     require(principal, "curate", current.scope)
     new_title = current.title if title is None else title[:300]
-    if based_on_version != current.version:
+    if based_on_version != current.version and not _same_text_since(current, based_on_version):
         raise EditConflict(
             fragment_id=current.public_id, based_on=based_on_version,
             current_version=current.version, current_title=current.title,
@@ -180,17 +228,23 @@ def edit_fragment(principal: Any, fragment: Fragment, *, based_on_version: int, 
         )
     if not body or not body.strip():
         raise InvalidOperation("body must not be empty", field="body")
+    for key in metadata:
+        if key not in EDITABLE_METADATA | CHUNK_FIELDS:
+            raise InvalidOperation(f"{key} cannot be edited here", field=key)
+    if "kind" in metadata and metadata["kind"] not in FragmentKind.values:
+        raise InvalidOperation(f"unknown kind {metadata['kind']!r}", field="kind")
     before = snapshot(current)
-    if body == current.body and new_title == current.title and not metadata:
+    # The chunker's own count, when ingestion gives it, is what the chunk was sized by.
+    token_count = metadata.pop("token_count", None) or count_tokens(body)
+    changed = {key: value for key, value in metadata.items() if getattr(current, key) != value}
+    if body == current.body and new_title == current.title and not changed:
         return current  # nothing changed: no empty version
     current.body = body
     current.title = new_title
-    for key, value in metadata.items():
-        if key not in {"heading_path", "language", "symbol", "kind"}:
-            raise InvalidOperation(f"{key} cannot be edited here", field=key)
+    for key, value in changed.items():
         setattr(current, key, value)
     current.content_hash = content_hash(body)
-    current.token_count = count_tokens(body)
+    current.token_count = token_count
     current.version += 1
     current.last_edited_at = timezone.now()
     current.save()
@@ -249,32 +303,94 @@ def supersede_fragment(principal: Any, old: Fragment, new: Fragment, *,
     return current
 
 
-@transaction.atomic
 def mark_negative(principal: Any, fragment: Fragment, negative: bool = True) -> Fragment:
-    current = _locked(fragment)
-    require(principal, "curate", current.scope)
-    if current.negative == negative:
-        return current
-    before = snapshot(current)
-    current.negative = negative
-    current.save(update_fields=["negative"])
-    audit.record(principal, "fragment.mark_negative" if negative else "fragment.unmark_negative",
-                 current, before=before, after=snapshot(current))
-    notify_changed([current.pk])
-    return current
+    changed = update_metadata(
+        principal, [fragment], negative=negative,
+        action="fragment.mark_negative" if negative else "fragment.unmark_negative",
+        reason="marked negative" if negative else "no longer negative")
+    return changed[0] if changed else Fragment.objects.get(pk=fragment.pk)
+
+
+def reassign_owner(principal: Any, fragment: Fragment, new_owner) -> Fragment:
+    name = new_owner.get_username() if new_owner is not None else "nobody"
+    changed = update_metadata(principal, [fragment], owner=new_owner,
+                              action="fragment.reassign_owner", reason=f"owner: {name}")
+    return changed[0] if changed else Fragment.objects.get(pk=fragment.pk)
+
+
+def _differs(fragment: Fragment, field: str, value: Any) -> bool:
+    if field == "owner":
+        return fragment.owner_id != (value.pk if value is not None else None)
+    return getattr(fragment, field) != value
 
 
 @transaction.atomic
-def reassign_owner(principal: Any, fragment: Fragment, new_owner) -> Fragment:
-    current = _locked(fragment)
-    require(principal, "curate", current.scope)
+def update_metadata(principal: Any, fragments: Iterable[Fragment], *, reason: str = "",
+                    action: str = "fragment.edit_metadata", **changes: Any) -> list[Fragment]:
+    """Set kind, negative flag and/or owner of ``fragments``, leaving their text alone.
+
+    The one door for metadata-only changes: the console's row actions, a nudge's hand-over,
+    ingestion's front matter and the admin all come here. Every fragment that actually
+    changes gets what a console edit gets — a new version (these fields are part of a
+    version's metadata), an audit event and the change signal; fragments already in the
+    wanted state are left untouched, so re-applying writes nothing. Permission is checked
+    once per scope, and the writes are a few statements whatever the number of fragments
+    (ingestion applies one document's front matter to all its chunks at once). Returns the
+    changed fragments.
+    """
+    for key in changes:
+        if key not in METADATA_FIELDS:
+            raise InvalidOperation(f"{key} cannot be changed here", field=key)
+    if "kind" in changes and changes["kind"] not in FragmentKind.values:
+        raise InvalidOperation(f"unknown kind {changes['kind']!r}", field="kind")
+    new_owner = changes.get("owner")
     if new_owner is not None and not new_owner.is_active:
         raise InvalidOperation("the new owner's account is deactivated", field="owner")
-    before = snapshot(current)
-    current.owner = new_owner
-    current.save(update_fields=["owner"])
-    audit.record(principal, "fragment.reassign_owner", current, before=before,
-                 after=snapshot(current))
+    ids = sorted({fragment.pk for fragment in fragments})
+    if not ids or not changes:
+        return []
+    # Locked in primary-key order, so two bulk changes cannot deadlock; only the fragment
+    # rows (owner and superseded_by are nullable joins FOR UPDATE cannot cover).
+    rows = list(Fragment.objects.select_for_update(of=("self",))
+                .select_related("owner", "scope", "org", "superseded_by")
+                .filter(pk__in=ids).order_by("pk"))
+    for scope in {row.scope_id: row.scope for row in rows}.values():
+        require(principal, "curate", scope)
+    changed, versions, events = [], [], []
+    for row in rows:
+        diff = {key: value for key, value in changes.items() if _differs(row, key, value)}
+        if not diff:
+            continue
+        before = snapshot(row)
+        for key, value in diff.items():
+            setattr(row, key, value)
+        row.version += 1
+        changed.append(row)
+        versions.append(_version_row(row, principal, reason or "metadata changed"))
+        events.append(audit.build(principal, action, row, org=row.org, before=before,
+                                  after=snapshot(row)))
+    if changed:
+        Fragment.objects.bulk_update(changed, [*changes, "version"], batch_size=500)
+        FragmentVersion.objects.bulk_create(versions, batch_size=500)
+        audit.record_many(events)
+        notify_changed(row.pk for row in changed)
+    return changed
+
+
+@transaction.atomic
+def verify_fragment(principal: Any, fragment: Fragment, *, now: dt.datetime | None = None,
+                    note: dict | None = None) -> Fragment:
+    """"Still accurate": ``verified_at = now``. Neither text nor metadata changed, so no
+    version; audited, and signalled (open nudges close, freshness follows)."""
+    current = _locked(fragment)
+    require(principal, "curate", current.scope)
+    now = now or timezone.now()
+    before = {"verified_at": current.verified_at.isoformat() if current.verified_at else None}
+    current.verified_at = now
+    current.save(update_fields=["verified_at"])
+    audit.record(principal, "fragment.verify", current, before=before,
+                 after={"verified_at": now.isoformat(), **(note or {})})
+    notify_changed([current.pk])
     return current
 
 
@@ -295,3 +411,113 @@ def set_contexts(principal: Any, fragment: Fragment, contexts: Iterable[Context]
                  after={"contexts": sorted(c.public_id for c in contexts)})
     notify_changed([current.pk])
     return current
+
+
+# --- merging duplicates -------------------------------------------------------------------------
+def _move_links(keep: Fragment, drop: Fragment) -> int:
+    moved = 0
+    for link in Link.objects.filter(Q(source=drop) | Q(target=drop)):
+        source = keep.pk if link.source_id == drop.pk else link.source_id
+        target = keep.pk if link.target_id == drop.pk else link.target_id
+        if source != target:  # keep ↔ drop links would become self-citations
+            _, created = Link.objects.get_or_create(source_id=source, target_id=target,
+                                                    kind=link.kind,
+                                                    defaults={"created_at": link.created_at})
+            moved += created
+        link.delete()
+    return moved
+
+
+def _move_pins(keep: Fragment, drop: Fragment) -> int:
+    moved = 0
+    for pin in Pin.objects.filter(fragment=drop):
+        if Pin.objects.filter(fragment=keep, scope_id=pin.scope_id).exists():
+            pin.delete()  # keep is pinned there already; its own position wins
+        else:
+            Pin.objects.filter(pk=pin.pk).update(fragment=keep)
+            moved += 1
+    return moved
+
+
+@transaction.atomic
+def merge_fragments(principal: Any, keep: Fragment, drop: Fragment) -> tuple[Fragment, dict]:
+    """Fold ``drop`` into ``keep`` (permission ``curate`` on both scopes).
+
+    ``keep`` takes every source pointer, citation link (both directions), pin, context
+    membership and supersession reference of ``drop``, and its use counters; ``drop`` is
+    retired ("merged into …"), never deleted. Fragments ``drop`` superseded now name ``keep``
+    as their successor, each with its own audit event. Audited as ``fragment.merge`` on
+    ``keep``; returns ``keep`` and what moved. Governance's dedup review decides and keeps its
+    own records (proposals, nudges) around this.
+    """
+    if keep.pk == drop.pk:
+        raise InvalidOperation("a fragment cannot be merged into itself", field="keep")
+    # Both rows locked in primary-key order, so two concurrent merges cannot deadlock.
+    locked = {f.pk: f for f in Fragment.objects.select_for_update(of=("self",))
+              .select_related("scope").filter(pk__in=[keep.pk, drop.pk]).order_by("pk")}
+    keep, drop = locked[keep.pk], locked[drop.pk]
+    if keep.org_id != drop.org_id:
+        raise InvalidOperation("duplicates must be in the same organization", field="drop")
+    require(principal, "curate", keep.scope)
+    require(principal, "curate", drop.scope)
+    for fragment, field in ((keep, "keep"), (drop, "drop")):
+        if fragment.status != FragmentStatus.ACTIVE:
+            raise InvalidOperation(f"{fragment.public_id} is {fragment.status}", field=field)
+    before = {"keep": snapshot(keep), "drop": snapshot(drop),
+              "keep_sources": keep.sources.count(), "drop_sources": drop.sources.count()}
+
+    # Pointers are unique per (document, anchor) across all fragments: moving never collides.
+    pointers = SourcePointer.objects.filter(fragment=drop).update(fragment=keep)
+    links = _move_links(keep, drop)
+    pins = _move_pins(keep, drop)
+    successors = list(Fragment.objects.select_for_update(of=("self",))
+                      .select_related("owner", "org").filter(superseded_by=drop).order_by("pk"))
+    events = []
+    for older in successors:
+        was = snapshot(older)
+        older.superseded_by = keep
+        events.append(audit.build(principal, "fragment.supersede", older, org=older.org,
+                                  before=was, after={**snapshot(older),
+                                                     "reason": f"{drop.public_id} merged into "
+                                                               f"{keep.public_id}"}))
+    if successors:
+        Fragment.objects.bulk_update(successors, ["superseded_by"])
+        audit.record_many(events)
+    contexts = set(drop.contexts.all()) - set(keep.contexts.all())
+    if contexts:  # whoever could read drop through a context keeps reading its content
+        set_contexts(principal, keep, [*keep.contexts.all(), *contexts])
+    # Use counters are running totals, not versioned state: the merge event records them.
+    Fragment.objects.filter(pk=keep.pk).update(
+        retrieved_count=F("retrieved_count") + drop.retrieved_count,
+        cited_count=F("cited_count") + drop.cited_count,
+        helped_count=F("helped_count") + drop.helped_count,
+        hurt_count=F("hurt_count") + drop.hurt_count)
+    retire_fragment(principal, drop, reason=f"merged into {keep.public_id}")
+    keep.refresh_from_db()
+    moved = {"keep": keep.public_id, "dropped": drop.public_id, "moved_sources": pointers,
+             "moved_links": links, "moved_pins": pins, "repointed_supersessions": len(successors),
+             "added_contexts": sorted(c.public_id for c in contexts),
+             "sources": keep.sources.count()}
+    audit.record(principal, "fragment.merge", keep, before=before, after=moved)
+    # keep's lexical document lists its source paths: re-index it (and the repointed ones).
+    notify_changed([keep.pk, *(older.pk for older in successors)])
+    return keep, moved
+
+
+# --- derived scores -----------------------------------------------------------------------------
+def store_authority(scores: dict[int, float]) -> int:
+    """Store PageRank scores (``contexts.governance.authority``); returns how many changed.
+
+    Authority is derived data, recomputed nightly from the citation links and rebuildable,
+    like the vectors: no version, no audit event and no change signal (retrieval reads it
+    from the row, the indexes do not hold it). It still comes through this module so that
+    every write to a fragment row has one home.
+    """
+    rounded = {pk: round(score, 6) for pk, score in scores.items()}
+    current = dict(Fragment.objects.filter(pk__in=list(rounded))
+                   .values_list("pk", "authority"))
+    changed = [Fragment(pk=pk, authority=score) for pk, score in rounded.items()
+               if abs(current.get(pk, -1.0) - score) > 1e-9]
+    with transaction.atomic():
+        Fragment.objects.bulk_update(changed, ["authority"], batch_size=1000)
+    return len(changed)

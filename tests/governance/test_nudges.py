@@ -267,7 +267,11 @@ def test_hand_over_and_edit_links(cast, stale, mailoutbox):
     assert client.post(edit, {"body": "Refills twice per second.", "version": "1"}
                        ).status_code == 200
     stale.refresh_from_db()
-    assert stale.body == "Refills twice per second." and stale.version == 2
+    # v2 is the hand-over (an owner change is versioned, issue 20), v3 the edit; the edit was
+    # based on v1 and does not conflict, since only metadata changed in between.
+    assert stale.body == "Refills twice per second." and stale.version == 3
+    assert list(stale.versions.values_list("metadata__owner", flat=True)) == [
+        "viewer", "viewer", "teammate"]
 
 
 def test_tampered_expired_and_unknown_links_are_refused(cast, stale, mailoutbox, settings):
