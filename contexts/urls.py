@@ -28,6 +28,6 @@ urlpatterns = [
     path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="api-schema"),
          name="api-docs"),
     path("api/", include("contexts.api.urls")),
-    path("governance/", include("contexts.governance.urls")),
+    path("governance/", include("contexts.console.governance_urls")),
     path("", include("contexts.console.urls")),
 ]

@@ -6,7 +6,6 @@ from __future__ import annotations
 from django import forms
 from django.conf import settings
 
-from contexts.models import FragmentKind
 from contexts.models.governance import NudgeAnswer
 from contexts.usecases.fragments import MAX_BODY_CHARS
 
@@ -19,8 +18,8 @@ class ConsoleForm(forms.Form):
         super().__init__(*args, **kwargs)
 
 
-YES_NO = [("", "any"), ("yes", "yes"), ("no", "no")]
 NO_OWNER = "-"
+# The fragment list's sort orders (contexts.console.filters), each with a tie-breaker.
 SORTS = {
     "-last_edited_at": ("recently edited", ["-last_edited_at", "-pk"]),
     "last_edited_at": ("least recently edited", ["last_edited_at", "pk"]),
@@ -29,36 +28,6 @@ SORTS = {
     "-retrieved_count": ("most retrieved", ["-retrieved_count", "-pk"]),
     "verified_at": ("least recently verified", ["verified_at", "pk"]),
 }
-
-
-class FragmentFilterForm(ConsoleForm):
-    q = forms.CharField(label="Title contains", required=False, max_length=200)
-    kind = forms.ChoiceField(required=False, choices=[("", "any"), *FragmentKind.choices])
-    status = forms.ChoiceField(required=False, initial="active",
-                               choices=[("active", "active"), ("retired", "retired"),
-                                        ("superseded", "superseded"), ("all", "all")])
-    owner = forms.ChoiceField(required=False)
-    stale = forms.ChoiceField(label="Stale", required=False, choices=YES_NO,
-                              widget=forms.Select(attrs={"title": "has an open nudge"}))
-    pinned = forms.ChoiceField(label="Pinned here", required=False, choices=YES_NO)
-    negative = forms.ChoiceField(required=False, choices=YES_NO)
-    language = forms.ChoiceField(required=False)
-    sort = forms.ChoiceField(required=False, initial="-last_edited_at",
-                             choices=[(key, label) for key, (label, _) in SORTS.items()])
-
-    def __init__(self, data, *, owners: list[str], languages: list[str]) -> None:
-        super().__init__(data)
-        self.fields["owner"].choices = [("", "anyone"), (NO_OWNER, "nobody"),
-                                        *((name, name) for name in owners)]
-        self.fields["language"].choices = [("", "any"), *((lang, lang) for lang in languages)]
-
-    def value(self, name: str) -> str:
-        """The cleaned value, or the field's initial value when the form is invalid/empty."""
-        if self.is_bound:
-            self.is_valid()  # cleaned_data keeps every field that validated
-            if self.cleaned_data.get(name):
-                return self.cleaned_data[name]
-        return self.fields[name].initial or ""
 
 
 class EditForm(ConsoleForm):
@@ -178,19 +147,6 @@ class UploadForm(ScopeChoiceForm):
 class PathForm(ScopeChoiceForm):
     path = forms.CharField(label="Server path", max_length=1000,
                            help_text="a directory or file readable by the server")
-
-
-class TraceFilterForm(ConsoleForm):
-    q = forms.CharField(label="Query contains", required=False, max_length=200)
-    token = forms.ChoiceField(required=False)
-    scope = forms.ChoiceField(required=False)
-
-    def __init__(self, data, *, tokens, scopes) -> None:
-        super().__init__(data)
-        self.fields["token"].choices = [("", "any"), ("-", "console users"),
-                                        *((t.public_id, t.name) for t in tokens)]
-        self.fields["scope"].choices = [("", "any"),
-                                        *((s.public_id, s.label) for s in scopes)]
 
 
 class TokenForm(ConsoleForm):

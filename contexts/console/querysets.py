@@ -44,6 +44,7 @@ class Visible:
 
     def __init__(self, user: Any) -> None:
         self.user = user
+        self._may: dict[tuple[str, int], bool] = {}
 
     @cached_property
     def scope_ids(self) -> frozenset[int]:
@@ -54,7 +55,13 @@ class Visible:
         return sorted(self.scope_ids)
 
     def may(self, action: str, scope: Scope) -> bool:
-        return may(self.user, action, scope)
+        """``accounts.permissions.may``, asked once per action and scope for the request (a
+        page listing many rows of few scopes checks each scope once; each check costs
+        several queries: roles, guardian grants up the scope tree)."""
+        key = (action, scope.id)
+        if key not in self._may:
+            self._may[key] = may(self.user, action, scope)
+        return self._may[key]
 
     # --- the scope tree -------------------------------------------------------------------
     def orgs(self) -> QuerySet[Organization]:

@@ -7,7 +7,7 @@ import statistics
 from dataclasses import dataclass, field
 
 from django.conf import settings
-from django.db.models import Count, Q
+from django.db.models import Count, Q, QuerySet
 
 from accounts.models import Organization
 from contexts.governance.clock import resolve
@@ -96,16 +96,24 @@ def svg_columns(bars: list[Bar], width: float = 300, height: float = 80,
     return columns
 
 
-def orphaned(org: Organization):
+def orphaned(org: Organization, fragments: QuerySet[Fragment] | None = None):
     """Active fragments nobody can be asked about: no owner, or a deactivated one."""
-    return (Fragment.objects.filter(org=org, status=FragmentStatus.ACTIVE)
+    fragments = Fragment.objects.all() if fragments is None else fragments
+    return (fragments.filter(org=org, status=FragmentStatus.ACTIVE)
             .filter(Q(owner__isnull=True) | Q(owner__is_active=False))
             .select_related("owner").order_by("-authority", "pk"))
 
 
 def org_report(org: Organization, now: dt.datetime | None = None, *,
+               fragments: QuerySet[Fragment] | None = None,
                orphans_shown: int = 20, owners_shown: int = 15) -> OrgReport:
+    """``fragments``: what the viewer may read (the console's ``Visible.fragments()``); the
+    per-fragment numbers and lists count only those. The scan's totals are the scan's."""
     now = resolve(now)
+    readable = {} if fragments is None else {"fragment__in": fragments}
+    pair_readable = {} if fragments is None else {"fragment_a__in": fragments,
+                                                  "fragment_b__in": fragments}
+    fragments = Fragment.objects.all() if fragments is None else fragments
     window = settings.GOVERNANCE_REPORT_WINDOW_DAYS
     report = OrgReport(org=org, now=now, window_days=window)
     scans = list(StalenessScan.objects.filter(org=org, now__lte=now).order_by("-now", "-pk")[:30])
@@ -118,7 +126,7 @@ def org_report(org: Organization, now: dt.datetime | None = None, *,
         report.trend = _scale([Bar(s.now.date().isoformat(), s.stale) for s in reversed(scans)])
         report.trend_svg = svg_columns(report.trend)
 
-    nudges = Nudge.objects.filter(fragment__org=org)
+    nudges = Nudge.objects.filter(fragment__org=org, **readable)
     recent = list(nudges.filter(created_at__gte=now - dt.timedelta(days=window),
                                 created_at__lte=now)
                   .values_list("state", "answer", "created_at", "answered_at"))
@@ -136,11 +144,11 @@ def org_report(org: Organization, now: dt.datetime | None = None, *,
     report.open_nudges = nudges.filter(state=NudgeState.OPEN).count()
     report.escalated_nudges = nudges.filter(state=NudgeState.ESCALATED).count()
 
-    lost = orphaned(org)
+    lost = orphaned(org, fragments)
     report.orphaned_count = lost.count()
     report.orphaned = list(lost[:orphans_shown])
 
-    active = Fragment.objects.filter(org=org, status=FragmentStatus.ACTIVE)
+    active = fragments.filter(org=org, status=FragmentStatus.ACTIVE)
     report.active_fragments = active.count()
     load = (active.exclude(owner__isnull=True).values("owner", "owner__username",
                                                      "owner__is_active")
@@ -153,7 +161,7 @@ def org_report(org: Organization, now: dt.datetime | None = None, *,
             note="" if row["owner__is_active"] else "deactivated")
         for row in load])
     report.dedup_proposed = DedupCandidate.objects.filter(
-        org=org, state=DedupState.PROPOSED).count()
+        org=org, state=DedupState.PROPOSED, **pair_readable).count()
     return report
 
 

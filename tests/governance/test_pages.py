@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
 
 import pytest
 from django.conf import settings as django_settings
@@ -59,7 +60,7 @@ def test_report_numbers(cast, activity):
 
 
 def test_governance_page_requires_login_and_membership(cast, activity, monkeypatch):
-    monkeypatch.setattr("contexts.governance.views.current_time", lambda: NOW)
+    monkeypatch.setattr("contexts.console.views.governance.current_time", lambda: NOW)
     client = Client()
     assert client.get("/governance/").status_code == 302  # to the login page
     client.force_login(cast.teammate)
@@ -68,7 +69,12 @@ def test_governance_page_requires_login_and_membership(cast, activity, monkeypat
     html = page.content.decode()
     assert "acme" in html and "globex" not in html
     assert 'data-metric="stale">1<' in html and 'data-metric="response-rate">67%<' in html
-    assert "<svg" in html and "gv-fill" in html and "<script" not in html.split("</head>")[1]
+    assert "<svg" in html and "gv-fill" in html
+    # One console: its layout and navigation, its style sheet and scripts, nothing inline.
+    assert 'aria-current="page">Governance<' in html and "<style" not in html
+    assert re.findall(r"<script[^>]*>", html) == [
+        '<script src="/static/vendor/htmx-2.0.10.min.js" defer>',
+        '<script src="/static/js/console.js" defer>']
     client.force_login(cast.stranger)
     html = client.get("/governance/").content.decode()
     assert "globex" in html and "acme" not in html

@@ -13,7 +13,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from accounts.models import Scope
-from contexts.console.forms import NO_OWNER, SORTS, FragmentFilterForm
+from contexts.console.filters import FragmentFilter
 from contexts.console.querysets import OPEN_NUDGE_STATES, Visible, visible
 from contexts.console.rendering import htmx_partial, redirect_back, render_page
 from contexts.console.views.common import get_fragment, get_scope, org_context, paginate
@@ -34,34 +34,6 @@ def rows(seen: Visible, scope: Scope) -> QuerySet[Fragment]:
     ))
 
 
-def _yes_no(queryset: QuerySet, value: str, **lookup) -> QuerySet:
-    if value == "yes":
-        return queryset.filter(**lookup)
-    if value == "no":
-        return queryset.exclude(**lookup)
-    return queryset
-
-
-def apply_filters(queryset: QuerySet[Fragment], form: FragmentFilterForm) -> QuerySet[Fragment]:
-    if form.value("q"):
-        queryset = queryset.filter(title__icontains=form.value("q"))
-    if form.value("kind"):
-        queryset = queryset.filter(kind=form.value("kind"))
-    if form.value("status") != "all":
-        queryset = queryset.filter(status=form.value("status") or "active")
-    owner = form.value("owner")
-    if owner == NO_OWNER:
-        queryset = queryset.filter(owner__isnull=True)
-    elif owner:
-        queryset = queryset.filter(owner__username=owner)
-    queryset = _yes_no(queryset, form.value("stale"), is_stale=True)
-    queryset = _yes_no(queryset, form.value("pinned"), is_pinned=True)
-    queryset = _yes_no(queryset, form.value("negative"), negative=True)
-    if form.value("language"):
-        queryset = queryset.filter(language=form.value("language"))
-    return queryset.order_by(*SORTS[form.value("sort") or "-last_edited_at"][1])
-
-
 def row_context(seen: Visible, scope: Scope) -> dict:
     return {"scope": scope, "can_curate": seen.may("curate", scope),
             "can_pin": seen.may("pin", scope),
@@ -74,14 +46,14 @@ def fragment_list(request: HttpRequest, scope_id: str) -> HttpResponse:
     scope = get_scope(request, scope_id)
     seen = visible(request)
     base = rows(seen, scope)
-    form = FragmentFilterForm(
-        request.GET or None,
+    filters = FragmentFilter(
+        request.GET, base,
         owners=list(seen.members(scope.org).values_list("username", flat=True)),
         languages=sorted(set(base.exclude(language="").values_list("language", flat=True))),
     )
-    page = paginate(request, apply_filters(base, form))
+    page = paginate(request, filters.qs)
     context = {**org_context(request, scope.org, "overview"), **row_context(seen, scope),
-               "form": form, "page": page, "next": request.get_full_path()}
+               "form": filters.form, "page": page, "next": request.get_full_path()}
     return render_page(request, "console/fragment_list.html", "htmx/fragment_table.html",
                        context, target="fragment-table")
 

@@ -11,7 +11,7 @@ from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_GET
 
 from accounts.models import ApiToken, Scope
-from contexts.console.forms import TraceFilterForm
+from contexts.console.filters import TraceFilter
 from contexts.console.querysets import visible
 from contexts.console.rendering import render_page
 from contexts.console.scores import with_bars
@@ -29,20 +29,9 @@ def traces(request: HttpRequest, slug: str) -> HttpResponse:
     # Only tokens whose traces this user may read: the organization's token list is for its
     # administrators (the tokens page), not for a viewer of one repository.
     tokens = list(ApiToken.objects.filter(pk__in=queryset.values("token_id")).order_by("name"))
-    form = TraceFilterForm(request.GET or None, tokens=tokens, scopes=scopes)
-    if form.is_bound and form.is_valid():
-        data = form.cleaned_data
-        if data["q"]:
-            queryset = queryset.filter(query__icontains=data["q"])
-        if data["token"] == "-":
-            queryset = queryset.filter(token__isnull=True)
-        elif data["token"]:
-            queryset = queryset.filter(token__public_id=data["token"])
-        if data["scope"]:
-            scope = next(s for s in scopes if s.public_id == data["scope"])
-            queryset = queryset.filter(scope_ids__contains=[scope.pk])
-    context = {**org_context(request, org, "traces"), "form": form,
-               "page": paginate(request, queryset)}
+    filters = TraceFilter(request.GET, queryset, tokens=tokens, scopes=scopes)
+    context = {**org_context(request, org, "traces"), "form": filters.form,
+               "page": paginate(request, filters.qs)}
     return render_page(request, "console/traces.html", "htmx/traces_table.html", context,
                        target="traces-table")
 

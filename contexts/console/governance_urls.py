@@ -1,6 +1,9 @@
+"""The governance pages, mounted at ``/governance/`` under their own URL namespace (the links in
+nudge emails name it). They are console pages (``contexts.console.views.governance``)."""
+
 from django.urls import path
 
-from contexts.governance import views
+from contexts.console.views import governance as views
 
 app_name = "governance"
 

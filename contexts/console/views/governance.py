@@ -1,33 +1,41 @@
 """Governance pages: the dashboard, one-click nudge answers, supersession chains, dedup review.
 
+The rules live in ``contexts.governance`` (a domain package); these views only parse, call and
+render, in the console like every other page.
+
 The nudge links in emails carry a signed token (nudge + person, expiring) instead of a login:
 the owner clicks and lands on a confirmation page with a single button. The answer is applied on
 POST only — mail security scanners and link previews fetch every URL in an email with GET, and
 a GET that answered would mark fragments "still accurate" that nobody looked at.
+
+These are console pages: the console's layout and navigation, and its visibility rule — every
+organization, fragment and permission comes from :func:`contexts.console.querysets.visible`
+(``accounts.scopes.readable_scopes`` underneath), asked once per request.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import login_required
-from django.contrib.auth.models import AbstractBaseUser
 from django.core import signing
 from django.core.exceptions import PermissionDenied
+from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
-from django.views.decorators.http import require_http_methods, require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from accounts.models import Organization
-from accounts.permissions import may
-from accounts.scopes import readable_scopes
+from contexts.console.querysets import Visible, visible
+from contexts.console.views.common import SESSION_ORG, get_fragment, org_context
 from contexts.governance import nudges, report
 from contexts.governance.dedup_review import dismiss_candidate, merge_duplicates
 from contexts.governance.supersession import supersession_chain
-from contexts.models import DedupCandidate, DedupState, Fragment, Nudge
+from contexts.models import DedupCandidate, DedupState, Nudge
 from contexts.models.governance import NudgeAnswer, NudgeState
 from contexts.services.errors import EditConflict, InvalidOperation
 
@@ -37,22 +45,31 @@ def current_time() -> dt.datetime:
     return timezone.now()
 
 
-def member_orgs(user: AbstractBaseUser) -> list[Organization]:
-    if user.is_superuser:
-        return list(Organization.objects.order_by("slug"))
-    return list(Organization.objects.filter(memberships__user=user).distinct().order_by("slug"))
+def layout(request: HttpRequest, **extra: Any) -> dict[str, Any]:
+    """The console layout's context, on the organization the console last showed. A nudge
+    link's visitor need not be signed in: then the layout shows no navigation."""
+    if not request.user.is_authenticated:
+        return {"nav_active": "governance", **extra}
+    org = None
+    slug = request.session.get(SESSION_ORG)
+    if slug:
+        org = visible(request).orgs().filter(slug=slug).first()
+    return org_context(request, org, "governance", **extra)
 
 
 @login_required
+@require_GET
 def dashboard(request: HttpRequest) -> HttpResponse:
-    orgs = member_orgs(request.user)
+    seen = visible(request)
+    orgs = list(seen.orgs().order_by("slug"))
     wanted = request.GET.get("org")
     if wanted:
         orgs = [o for o in orgs if wanted in (o.slug, o.public_id)]
-    return render(request, "governance/dashboard.html", {
-        "reports": [report.org_report(org, current_time()) for org in orgs],
-        "generations": report.generations(),
-    })
+    fragments = seen.fragments()
+    return render(request, "governance/dashboard.html", layout(
+        request,
+        reports=[report.org_report(org, current_time(), fragments=fragments) for org in orgs],
+        generations=report.generations()))
 
 
 # --- one-click nudge answers -------------------------------------------------------------------
@@ -63,19 +80,20 @@ def nudge_answer(request: HttpRequest, token: str, answer: str) -> HttpResponse:
     try:
         nudge_id, user_id = nudges.read_token(token)
     except signing.SignatureExpired:
-        return render(request, "governance/nudge_link_invalid.html", {"expired": True},
+        return render(request, "governance/nudge_link_invalid.html", layout(request, expired=True),
                       status=410)
     except signing.BadSignature:
-        return render(request, "governance/nudge_link_invalid.html", {"expired": False},
+        return render(request, "governance/nudge_link_invalid.html", layout(request, expired=False),
                       status=400)
     nudge = Nudge.objects.select_related("fragment", "fragment__owner", "fragment__org",
                                          "answered_by").filter(pk=nudge_id).first()
     user = get_user_model().objects.filter(pk=user_id).first()
     if nudge is None or user is None:
-        return render(request, "governance/nudge_link_invalid.html", {"expired": False},
+        return render(request, "governance/nudge_link_invalid.html", layout(request, expired=False),
                       status=400)
     choice = nudges.ANSWER_SLUGS[answer]
-    context = {"nudge": nudge, "fragment": nudge.fragment, "person": user, "answer": answer,
+    context = {**layout(request), "nudge": nudge, "fragment": nudge.fragment, "person": user,
+               "answer": answer,
                "choice": choice, "choice_label": NudgeAnswer(choice).label,
                "candidates": nudges.candidates_for_handover(nudge.fragment)
                if choice == NudgeAnswer.HANDED_OVER else [],
@@ -118,38 +136,52 @@ def nudge_answer(request: HttpRequest, token: str, answer: str) -> HttpResponse:
 
 # --- supersession chain ------------------------------------------------------------------------
 @login_required
+@require_GET
 def chain(request: HttpRequest, public_id: str) -> HttpResponse:
-    fragment = get_object_or_404(Fragment, public_id=public_id)
-    readable = readable_scopes(request.user)
-    if fragment.scope_id not in readable:
-        raise Http404("no such fragment")  # the same answer as for a missing one
+    # The console's lookup: a fragment the viewer may not read is a 404, like a missing one.
+    fragment = get_fragment(request, public_id, "public_id")
+    readable = visible(request).scope_ids
     links = [(f, bool(set(f.scope_ids) & readable)) for f in supersession_chain(fragment)]
-    return render(request, "governance/chain.html", {"fragment": fragment, "chain": links})
+    return render(request, "governance/chain.html",
+                  layout(request, fragment=fragment, chain=links))
 
 
 # --- dedup review ------------------------------------------------------------------------------
-def _curated_orgs(user: AbstractBaseUser) -> list[Organization]:
-    return [org for org in member_orgs(user) if may(user, "curate", org.scope)]
+def _curated_orgs(seen: Visible) -> list[Organization]:
+    return [org for org in seen.orgs().order_by("slug") if seen.may("curate", org.scope)]
+
+
+def _proposals(seen: Visible) -> QuerySet[DedupCandidate]:
+    """Open proposals of organizations the viewer curates, both fragments readable."""
+    fragments = seen.fragments()
+    return (DedupCandidate.objects.filter(org__in=_curated_orgs(seen),
+                                          state=DedupState.PROPOSED,
+                                          fragment_a__in=fragments, fragment_b__in=fragments)
+            .select_related("org", "fragment_a__owner", "fragment_b__owner",
+                            "fragment_a__scope", "fragment_b__scope"))
 
 
 @login_required
+@require_GET
 def dedup_review(request: HttpRequest) -> HttpResponse:
-    orgs = _curated_orgs(request.user)
-    candidates = (DedupCandidate.objects.filter(org__in=orgs, state=DedupState.PROPOSED)
-                  .select_related("org", "fragment_a", "fragment_b", "fragment_a__owner",
-                                  "fragment_b__owner", "fragment_a__scope", "fragment_b__scope")
-                  .order_by("org__slug", "distance", "-cosine", "pk"))
-    visible = [c for c in candidates if may(request.user, "curate", c.fragment_a.scope)
-               and may(request.user, "curate", c.fragment_b.scope)]
-    return render(request, "governance/dedup.html", {"candidates": visible[:200],
-                                                     "total": len(visible)})
+    seen = visible(request)
+    candidates = list(_proposals(seen).order_by("org__slug", "distance", "-cosine", "pk"))
+    # Curating both fragments' scopes is needed to merge. Asked once per distinct scope (and
+    # memoised by Visible for the request), not twice per proposal.
+    scopes = {f.scope_id: f.scope for c in candidates for f in (c.fragment_a, c.fragment_b)}
+    curated = {scope_id for scope_id, scope in scopes.items() if seen.may("curate", scope)}
+    shown = [c for c in candidates
+             if {c.fragment_a.scope_id, c.fragment_b.scope_id} <= curated]
+    for candidate in shown[:200]:
+        candidate.pair = [("A", candidate.fragment_a), ("B", candidate.fragment_b)]
+    return render(request, "governance/dedup.html",
+                  layout(request, candidates=shown[:200], total=len(shown)))
 
 
 @login_required
 @require_POST
 def dedup_decide(request: HttpRequest, pk: int) -> HttpResponse:
-    candidate = get_object_or_404(
-        DedupCandidate.objects.filter(org__in=_curated_orgs(request.user)), pk=pk)
+    candidate = get_object_or_404(_proposals(visible(request)), pk=pk)
     action = request.POST.get("action")
     try:
         if action == "dismiss":
