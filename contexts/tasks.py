@@ -9,15 +9,14 @@ index, governance, the services); it is queued only by the use-case layer
 from __future__ import annotations
 
 from celery import shared_task
-from django.db.models import F
 
 from accounts.models import Organization
 from contexts import usage
 from contexts.governance import tasks as governance_tasks  # noqa: F401 - registers them
 from contexts.indexing import rebuild_lexical_index, reindex_fragments
 from contexts.ingestion.jobs import run_job
-from contexts.models import Fragment
 from contexts.search import IndexLockBusy
+from contexts.services import fragments as fragment_service
 from contexts.services import job_leases, traces
 
 RETRY = {"autoretry_for": (IndexLockBusy,), "retry_backoff": 1, "retry_backoff_max": 30,
@@ -67,5 +66,4 @@ def purge_old_traces() -> int:
 
 @shared_task(ignore_result=True)
 def record_feedback(fragment_id: int, signal: str) -> None:
-    field = {"helped": "helped_count", "hurt": "hurt_count", "cited": "cited_count"}[signal]
-    Fragment.objects.filter(pk=fragment_id).update(**{field: F(field) + 1})
+    fragment_service.count_feedback(fragment_id, signal)

@@ -504,7 +504,20 @@ def merge_fragments(principal: Any, keep: Fragment, drop: Fragment) -> tuple[Fra
     return keep, moved
 
 
-# --- derived scores -----------------------------------------------------------------------------
+# --- use counters and derived scores ------------------------------------------------------------
+FEEDBACK_COUNTERS = {"helped": "helped_count", "hurt": "hurt_count", "cited": "cited_count"}
+
+
+def count_feedback(fragment_id: int, signal: str) -> None:
+    """One more helped / hurt / cited for the fragment (the feedback task).
+
+    Use counters are running totals, not the fragment's state: no version, no audit event and
+    no change signal, like the retrieval counters ``contexts.usage`` folds in (one audit
+    event per signal would drown the history of the fragment's actual changes)."""
+    field = FEEDBACK_COUNTERS[signal]
+    Fragment.objects.filter(pk=fragment_id).update(**{field: F(field) + 1})
+
+
 def store_authority(scores: dict[int, float]) -> int:
     """Store PageRank scores (``contexts.governance.authority``); returns how many changed.
 
