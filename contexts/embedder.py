@@ -48,6 +48,13 @@ def resolve_model(name_or_path: str) -> ModelSpec:
     return ModelSpec(name_or_path, "hub-cache", name_or_path)
 
 
+# A long text's passages start every 3/4 window (192 of MiniLM's 254 word pieces, as measured).
+PASSAGE_STRIDE = 0.75
+# Bounds the forward passes one fragment may cost: a fragment is a chunk of at most ~700 tokens
+# (4 passages), but an evaluation corpus or a pasted document can be one huge fragment.
+MAX_PASSAGES = 16
+
+
 class Embedder:
     """A loaded model; ``encode`` returns L2-normalised float32 vectors (cosine = dot)."""
 
@@ -82,6 +89,37 @@ class Embedder:
                 if threads:
                     torch.set_num_threads(previous)
         return vectors.astype(np.float32, copy=False)
+
+    def passages(self, text: str) -> list[str]:
+        """``text`` as the model can read all of it: the text itself (the model reads its head,
+        up to its window), then — when it is longer than the window — windows of the rest, each
+        a window long, starting every :data:`PASSAGE_STRIDE` of it (so consecutive windows
+        overlap by a quarter and a sentence cut by one is whole in the next), at most
+        :data:`MAX_PASSAGES` in all.
+
+        Retrieval scores a fragment by its best passage (max over the passages' vectors):
+        measured with this model and brute-force search, SciFact nDCG@10 train 0.660 → 0.675,
+        test 0.645 → 0.655 against the head alone (docs/retrieval-quality.md, "Long
+        documents")."""
+        window = self.max_tokens - 2  # [CLS] and [SEP]
+        # Under the model's lock: a fast tokenizer used by two threads at once (an ingestion
+        # thread planning while the encoder thread encodes) fails with "Already borrowed".
+        with self._lock:
+            encoding = self.model.tokenizer(text, add_special_tokens=False,
+                                            return_offsets_mapping=True, verbose=False)
+        offsets = encoding["offset_mapping"]
+        if len(offsets) <= window:
+            return [text]
+        stride = max(1, int(window * PASSAGE_STRIDE))
+        found = [text]
+        start = stride
+        while len(found) < MAX_PASSAGES:
+            end = min(start + window, len(offsets))
+            found.append(text[offsets[start][0]:offsets[end - 1][1]])
+            if end == len(offsets):
+                break
+            start += stride
+        return found
 
     def encode_query(self, text: str) -> np.ndarray:
         # One short text gains almost nothing from a second core (MiniLM, 2 cores: 17.3 ms on

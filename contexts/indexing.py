@@ -84,25 +84,33 @@ def embedding_text(fragment: Fragment) -> str:
 def embed_fragments(fragments: Sequence[Fragment],
                     generation: EmbeddingGeneration | None = None, *, reuse: bool = True) -> int:
     """Write vectors for the current version of ``fragments`` in their namespace's (or the
-    given) generation, reusing any vector already computed for the same content and model
-    (``reuse=False`` forces encoding, for benchmarks)."""
+    given) generation — one per passage (:meth:`Embedder.passages`) — reusing any vector already
+    computed for the same text and model (``reuse=False`` forces encoding, for benchmarks)."""
     written = 0
     by_namespace: dict[str, list[Fragment]] = {}
     for fragment in fragments:
         by_namespace.setdefault(fragment.namespace, []).append(fragment)
     for namespace, group in by_namespace.items():
         gen = generation or active_generation(namespace)
-        texts = [embedding_text(f) for f in group]
-        vectors = (encode_cached(gen, texts, [vector_key(t) for t in texts]) if reuse
-                   else embedder_for(gen).encode(texts))
-        write_embeddings(gen, group, vectors)
+        embedder = embedder_for(gen)
+        passages = [embedder.passages(embedding_text(f)) for f in group]
+        flat = [text for texts in passages for text in texts]
+        vectors = (encode_cached(gen, flat, [vector_key(t) for t in flat]) if reuse
+                   else embedder.encode(flat))
+        write_embeddings(gen, group, split_rows(vectors, [len(p) for p in passages]))
         written += len(group)
     return written
 
 
+def split_rows(vectors: np.ndarray, counts: Sequence[int]) -> list[np.ndarray]:
+    """The rows of ``vectors`` cut into consecutive groups of ``counts`` (one per fragment)."""
+    bounds = np.cumsum([0, *counts])
+    return [vectors[bounds[i]:bounds[i + 1]] for i in range(len(counts))]
+
+
 def encode_cached(generation: EmbeddingGeneration, texts: Sequence[str],
                   hashes: Sequence[str]) -> np.ndarray:
-    """Vectors for ``texts``; a content hash already embedded by this generation is reused."""
+    """Vectors for ``texts``; a text this generation's model already embedded is reused."""
     known = cached_vectors(generation, hashes)
     missing = [i for i, h in enumerate(hashes) if h not in known]
     vectors = np.zeros((len(texts), generation.dim), dtype=np.float32)
@@ -118,18 +126,15 @@ def encode_cached(generation: EmbeddingGeneration, texts: Sequence[str],
     return vectors
 
 
-def cached_vectors(generation: EmbeddingGeneration, hashes: Sequence[str]
+def cached_vectors(generation: EmbeddingGeneration, keys: Sequence[str]
                    ) -> dict[str, np.ndarray]:
-    """content hash → vector this generation's model already computed, from live embeddings
-    or from the cache that outlives them."""
-    found = dict(Embedding.objects.filter(generation=generation, content_hash__in=set(hashes))
-                 .values_list("content_hash", "embedding"))
-    missing = set(hashes) - set(found)
-    if missing:
-        found.update(VectorCache.objects.filter(model_name=generation.model_name,
-                                                content_hash__in=missing)
-                     .values_list("content_hash", "vector"))
-    return {h: np.asarray(v, dtype=np.float32) for h, v in found.items()}
+    """vector key (:func:`vector_key`) → vector this generation's model already computed for
+    that text. Only the cache is asked: an embedding row is keyed by its fragment's content
+    hash, which names no one text the model read (a long fragment has several passages)."""
+    found = VectorCache.objects.filter(model_name=generation.model_name,
+                                       content_hash__in=set(keys))
+    return {h: np.asarray(v, dtype=np.float32)
+            for h, v in found.values_list("content_hash", "vector")}
 
 
 def cache_vectors(generation: EmbeddingGeneration, hashes: Sequence[str],
@@ -141,16 +146,20 @@ def cache_vectors(generation: EmbeddingGeneration, hashes: Sequence[str],
 
 
 def write_embeddings(generation: EmbeddingGeneration, fragments: Sequence[Fragment],
-                     vectors: np.ndarray) -> None:
-    """Replace each fragment's vector in ``generation`` with one for its current version."""
+                     vectors: Sequence[np.ndarray]) -> None:
+    """Replace each fragment's vectors in ``generation`` with those of its current version:
+    ``vectors[i]`` is fragment i's passage vectors, one row each (a single 1-D vector is its
+    head alone)."""
     with transaction.atomic():
         Embedding.objects.filter(generation=generation,
                                  fragment_id__in=[f.pk for f in fragments]).delete()
         Embedding.objects.bulk_create([
             Embedding(org_id=f.org_id, fragment_id=f.pk, fragment_version=f.version,
                       generation=generation, namespace=generation.namespace,
-                      scope_ids=f.scope_ids, content_hash=f.content_hash, embedding=vector)
-            for f, vector in zip(fragments, vectors, strict=True)
+                      scope_ids=f.scope_ids, content_hash=f.content_hash, embedding=vector,
+                      passage=passage)
+            for f, rows in zip(fragments, vectors, strict=True)
+            for passage, vector in enumerate(np.atleast_2d(rows))
         ], batch_size=500)
 
 

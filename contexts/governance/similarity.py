@@ -92,12 +92,13 @@ def cosine_pairs(org_id: int, min_cosine: float, neighbours: int = 10
                 FROM contexts_embedding b
                 JOIN contexts_fragment fb ON fb.id = b.fragment_id
                 WHERE b.org_id = a.org_id AND b.generation_id = a.generation_id
-                  AND b.fragment_id <> a.fragment_id
+                  AND b.passage = 0 AND b.fragment_id <> a.fragment_id
                   AND fb.scope_id = fa.scope_id AND fb.status = 'active'
                 ORDER BY b.embedding <=> a.embedding
                 LIMIT %s
             ) n
-            WHERE a.org_id = %s AND a.generation_id = ANY(%s) AND fa.status = 'active'
+            WHERE a.org_id = %s AND a.generation_id = ANY(%s) AND a.passage = 0
+              AND fa.status = 'active'
               AND n.similarity >= %s
             """,
             [neighbours, org_id, generation_ids, min_cosine],
@@ -124,8 +125,9 @@ def cosine_of(pairs: Iterable[tuple[int, int]]) -> dict[tuple[int, int], float]:
             SELECT p.a, p.b, 1 - (ea.embedding <=> eb.embedding)
             FROM unnest(%s::bigint[], %s::bigint[]) AS p(a, b)
             JOIN contexts_embedding ea ON ea.fragment_id = p.a AND ea.generation_id = ANY(%s)
+                 AND ea.passage = 0
             JOIN contexts_embedding eb ON eb.fragment_id = p.b
-                 AND eb.generation_id = ea.generation_id
+                 AND eb.generation_id = ea.generation_id AND eb.passage = 0
             """,
             [firsts, seconds, generation_ids],
         )

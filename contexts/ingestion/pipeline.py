@@ -128,12 +128,15 @@ class ChunkPlan:
     action: str
     pointer: SourcePointer | None = None
 
-    @property
-    def vector_key(self) -> str:
-        return indexing.vector_key(chunk_embedding_text(self.chunk))
     fragment_id: int | None = None
     uid: uuid.UUID | None = None
-    vector: np.ndarray | None = None
+    # The texts the model reads (Embedder.passages: the chunk, then windows of a long one) and
+    # their vectors, one row each.
+    passages: list[str] | None = None
+    vectors: np.ndarray | None = None
+
+    def passage_keys(self) -> list[str]:
+        return [indexing.vector_key(text) for text in self.passages or ()]
 
 
 @dataclass
@@ -296,33 +299,45 @@ class Ingestor:
         near = self.bands.near(plan.fingerprint, NEAR_DUPLICATE_DISTANCE)
         return near[0][0] if near else None
 
+    def _passages(self, plan: ChunkPlan) -> list[str]:
+        if plan.passages is None:
+            embedder = indexing.embedder_for(self._generations[plan.chunk.namespace])
+            plan.passages = embedder.passages(chunk_embedding_text(plan.chunk))
+        return plan.passages
+
     def _reuse_vectors(self, plans: list[FilePlan]) -> None:
-        """Take vectors this model already computed for the same text (any organization)."""
+        """Take vectors this model already computed for the same texts (any organization)."""
         for namespace, generation in self._generations.items():
-            wanted = {c.vector_key: c for p in plans for c in p.chunks
-                      if c.action in ("create", "update") and c.chunk.namespace == namespace}
+            wanted = [c for p in plans for c in p.chunks
+                      if c.action in ("create", "update") and c.chunk.namespace == namespace]
             if not wanted:
                 continue
-            known = indexing.cached_vectors(generation, list(wanted))
-            for p in plans:
-                for c in p.chunks:
-                    if c.vector_key in known and c.chunk.namespace == namespace:
-                        c.vector = np.asarray(known[c.vector_key], dtype=np.float32)
+            for plan in wanted:
+                self._passages(plan)
+            known = indexing.cached_vectors(
+                generation, [key for plan in wanted for key in plan.passage_keys()])
+            for plan in wanted:
+                keys = plan.passage_keys()
+                if all(key in known for key in keys):
+                    plan.vectors = np.stack([np.asarray(known[key], dtype=np.float32)
+                                             for key in keys])
 
     def _encode(self, plans: list[FilePlan]) -> None:
         """Vectors for every new or changed chunk (runs in the encoder thread: model only)."""
         for namespace in indexing.NAMESPACES:
-            todo = [c for p in plans for c in p.chunks if c.vector is None
+            todo = [c for p in plans for c in p.chunks if c.vectors is None
                     and c.action in ("create", "update") and c.chunk.namespace == namespace]
             if not todo:
                 continue
             started = time.perf_counter()
             embedder = indexing.embedder_for(self._generations[namespace])
-            vectors = embedder.encode([chunk_embedding_text(c.chunk) for c in todo])
-            for plan, vector in zip(todo, vectors, strict=True):
-                plan.vector = vector
+            texts = [text for plan in todo for text in self._passages(plan)]
+            counts = [len(plan.passages or ()) for plan in todo]
+            for plan, rows in zip(todo, indexing.split_rows(embedder.encode(texts), counts),
+                                  strict=True):
+                plan.vectors = rows
             self.stats.encode_seconds += time.perf_counter() - started
-            self.stats.encoded_texts += len(todo)
+            self.stats.encoded_texts += len(texts)
 
     # -- writing -------------------------------------------------------------------------------
     def _write_group(self, plans: list[FilePlan], encoding: Future) -> None:
@@ -336,10 +351,11 @@ class Ingestor:
                 for namespace, generation in self._generations.items():
                     pairs = [(f, c) for f, c in written if f.namespace == namespace]
                     if pairs:
-                        vectors = np.stack([c.vector for _, c in pairs])
+                        vectors = [c.vectors for _, c in pairs]
                         indexing.write_embeddings(generation, [f for f, _ in pairs], vectors)
-                        indexing.cache_vectors(generation, [c.vector_key for _, c in pairs],
-                                               vectors)
+                        indexing.cache_vectors(
+                            generation, [key for _, c in pairs for key in c.passage_keys()],
+                            np.concatenate(vectors))
         except Exception as exc:  # noqa: BLE001 - retry one file at a time to isolate it
             if len(plans) == 1:
                 path = plans[0].planned.source.path

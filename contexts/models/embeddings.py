@@ -1,4 +1,6 @@
-"""Dense vectors, one per fragment version and model generation.
+"""Dense vectors: per fragment version and model generation, one per passage the model can read
+(passage 0 is the fragment's text as the model reads it, its head; a fragment longer than the
+model's window has more, see :meth:`contexts.embedder.Embedder.passages`).
 
 The ``contexts_embedding`` table is LIST-partitioned by organization with an HNSW index per
 partition (migration 0002 and :func:`contexts.services.partitions.ensure_partition`), so a
@@ -60,6 +62,8 @@ class Embedding(models.Model):
     scope_ids = ArrayField(models.IntegerField(), default=list)
     content_hash = models.CharField(max_length=64)
     embedding = VectorField(dimensions=EMBEDDING_DIM)
+    # 0: the head (what one vector per fragment used to be); 1…: later windows of a long text.
+    passage = models.PositiveSmallIntegerField(default=0)
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:

@@ -21,6 +21,8 @@ from contexts.services.rls import pg_int_array
 
 STATUS_ACTIVE = ("active",)
 STATUS_ANY = ("active", "superseded", "retired")
+# Passages read per fragment returned (see _TOP_K_SQL); within HNSW_EF_SEARCH for k = 100.
+PASSAGES_PER_RESULT = 2
 
 
 _GENERATION_FIELDS, _GENERATION_COLUMNS = model_columns(EmbeddingGeneration, "g")
@@ -95,12 +97,20 @@ def _excluded(statuses: Collection[str]) -> list[str]:
 # hashed NOT IN over the (few) fragments with another status, not a per-row join: joining
 # every in-scope embedding to its fragment cost more than the vector search itself (measured
 # on 1,334 in-scope rows under RLS: 5.6 ms joined, 2.1 ms with the exclusion list).
+# A long fragment has a vector per passage and is scored by its best one: the index is asked
+# for twice k passages (a fragment's passages tend to be neighbours) and they are folded into
+# fragments.
 _TOP_K_SQL = """
-    SELECT e.fragment_id, 1 - (e.embedding <=> %(vector)s::vector) AS similarity
-    FROM contexts_embedding e
-    WHERE e.org_id = %(org)s AND e.generation_id = ANY(%(generations)s)
-      AND e.scope_ids && %(scopes)s::int[] {excluding}
-    ORDER BY e.embedding <=> %(vector)s::vector
+    SELECT fragment_id, max(similarity) AS similarity FROM (
+        SELECT e.fragment_id, 1 - (e.embedding <=> %(vector)s::vector) AS similarity
+        FROM contexts_embedding e
+        WHERE e.org_id = %(org)s AND e.generation_id = ANY(%(generations)s)
+          AND e.scope_ids && %(scopes)s::int[] {excluding}
+        ORDER BY e.embedding <=> %(vector)s::vector
+        LIMIT %(passages)s
+    ) passages
+    GROUP BY fragment_id
+    ORDER BY similarity DESC, fragment_id
     LIMIT %(k)s
 """
 _EXCLUDING_SQL = ("AND e.fragment_id NOT IN (SELECT id FROM contexts_fragment "
@@ -117,4 +127,4 @@ def top_k_query(org_id: int, generation_ids: tuple[int, ...], vector: np.ndarray
     sql = _TOP_K_SQL.format(excluding=_EXCLUDING_SQL if excluded else "")
     return sql, {"vector": vector_literal(vector), "org": org_id,
                  "generations": list(generation_ids), "scopes": pg_int_array(scope_ids),
-                 "excluded": excluded, "k": k}
+                 "excluded": excluded, "k": k, "passages": PASSAGES_PER_RESULT * k}
