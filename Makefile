@@ -1,11 +1,12 @@
-# Two commands: `make run` (everything, embedded, in the foreground) and `make test`.
+# Two commands: `make run` (everything, embedded, in the foreground) and `make test`; while
+# working, `make test-fast` (under 3 minutes) or `make test-unit` (no servers, under a minute).
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
 PORT ?= 8000
 export PORT
 
-.PHONY: run test test-fast lint services-start services-stop services-status eval clean
+.PHONY: run test test-fast test-unit lint services-start services-stop services-status eval clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -23,11 +24,19 @@ $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 run: $(VENV)/.installed-run
 	$(BIN)/python manage.py runstack --port $(PORT)
 
+# Everything, with per-test timeouts (pyproject.toml, tests/conftest.py) and the 25 slowest.
 test: $(VENV)/.installed-dev
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest --durations=25 $(PYTEST_ARGS)
 
+# The inner loop: the database-free tests (marked `unit` by tests/conftest.py) and the
+# integration tests that are neither `slow` (real workers, servers or encoder processes,
+# exhaustive sweeps) nor `browser`.
 test-fast: $(VENV)/.installed-dev
-	$(BIN)/python -m pytest -m "not slow and not browser" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -m "not slow and not browser" --durations=10 $(PYTEST_ARGS)
+
+# The database-free tests alone: no server starts.
+test-unit: $(VENV)/.installed-dev
+	$(BIN)/python -m pytest -m "unit and not slow and not browser" $(PYTEST_ARGS)
 
 # Style and the import contracts (pyproject.toml [tool.importlinter]: the layers, ADR 0013).
 lint: $(VENV)/.installed-dev

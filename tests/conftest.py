@@ -71,6 +71,39 @@ def pytest_configure(config: pytest.Config) -> None:
     settings.CACHES["default"]["LOCATION"] = "redis://127.0.0.1:9/0"
 
 
+# What makes a test touch the session's servers: the database (directly or through any fixture
+# that needs it), the embedded PostgreSQL/Redis themselves, a worker or a live server.
+SERVER_FIXTURES = frozenset({
+    "db", "transactional_db", "django_db_setup", "django_db_reset_sequences",
+    "django_db_serialized_rollback", "services", "celery_worker", "live_server",
+})
+# Fixtures that start a process loading torch and the model (the query encoder's child): each
+# test using one costs seconds to tens of seconds, so it is ``slow`` (``make test`` only).
+PROCESS_FIXTURES = frozenset({"process_mode"})
+# Per-test timeouts (pytest-timeout; the default is pyproject's ``timeout``). A test's time
+# includes the set-up of the session fixtures it is the first to use (servers, migrations).
+SLOW_TIMEOUT = 900
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by these marks
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark the database-free tests ``unit`` (``pytest -m unit`` starts no server) and the tests
+    that start an encoder child ``slow``; give slow and browser tests a larger timeout.
+
+    A test is database-free when neither it nor any fixture it uses needs the database or the
+    servers — decided from the fixture closure, so a new test is classified by what it uses,
+    not by a list to keep up to date."""
+    for item in items:
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if item.get_closest_marker("django_db") is None and not SERVER_FIXTURES & fixtures:
+            item.add_marker(pytest.mark.unit)
+        if PROCESS_FIXTURES & fixtures:
+            item.add_marker(pytest.mark.slow)
+        if (item.get_closest_marker("slow") or item.get_closest_marker("browser")) and \
+                item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(SLOW_TIMEOUT))
+
+
 @pytest.fixture(scope="session")
 def services() -> Iterator[Services]:
     root = Path(tempfile.mkdtemp(prefix="contexts-test-"))

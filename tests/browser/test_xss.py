@@ -12,13 +12,14 @@ from urllib.parse import urlsplit
 import pytest
 
 from tests.domain.conftest import cast  # noqa: F401 - fixture
-from tests.security.test_xss_rendering import MARK, build_hostile
+from tests.security.test_xss_rendering import MARK, PROBE, build_hostile
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 ACTIVE_HTMX = ("hx-get", "hx-post", "hx-put", "hx-patch", "hx-delete", "hx-trigger")
 # Elements whose htmx attributes point at the probe (escaped text never matches a selector).
-INJECTED = ", ".join(f'[{name}*="xss"], [data-{name}*="xss"]' for name in ACTIVE_HTMX)
+# The probe's path, not a bare "xss", which a random CSRF token or public id may contain.
+INJECTED = ", ".join(f'[{name}*="{PROBE}"], [data-{name}*="{PROBE}"]' for name in ACTIVE_HTMX)
 
 
 @pytest.fixture

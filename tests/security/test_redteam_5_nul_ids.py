@@ -94,6 +94,7 @@ def agent(cast) -> APIClient:  # noqa: F811
     return as_token(APIClient(raise_request_exception=False), cast.raw_token)
 
 
+@pytest.mark.slow  # a sweep: every route × parameter × character × client × method
 def test_control_characters_in_any_path_parameter_never_answer_500(superuser, agent, valid):
     failures, own_answers, tried = [], [], 0
     for route, view in parameterised_routes():
@@ -125,6 +126,7 @@ FIELDS = ["org", "scope", "token", "q", "page", "owner", "kind", "status", "stal
           "name", "expires_in_days", "path", "budget_tokens", "reranker"]
 
 
+@pytest.mark.slow  # a sweep: every route × each of 40 fields and all at once × method
 def test_control_characters_in_any_query_parameter_or_form_field_never_answer_500(
         superuser, valid):
     """The ids in paths valid, NUL in every field at once and in each on its own."""
