@@ -15,12 +15,16 @@ from pathlib import Path
 
 import pytest
 from django.contrib import admin
+from django.db import connection
 from django.test import RequestFactory
+from django.test.utils import CaptureQueriesContext
 
 from accounts.permissions import SYSTEM
 from contexts.governance import nudges
 from contexts.governance.dedup_review import merge_duplicates
+from contexts.ingestion import pipeline
 from contexts.ingestion.jobs import run_job
+from contexts.ingestion.normalize import normalize
 from contexts.models import (
     AuditEvent,
     Fragment,
@@ -28,6 +32,7 @@ from contexts.models import (
     IngestionJob,
     JobState,
     Nudge,
+    SourceDocument,
     SourcePointer,
 )
 from contexts.services import fragments as fragment_service
@@ -213,6 +218,31 @@ def test_an_owner_who_may_not_curate_is_replaced_by_the_jobs_owner_through_the_d
     assert "outsider" in str(job.warnings)
     assert_one_door(fragments_of(t, ADR), before, signals, action="fragment.edit_metadata",
                     owner=t.creator.username)
+
+
+def test_front_matter_costs_one_read_when_it_agrees_and_a_few_statements_when_not(
+        ingest_target, tree, sources, django_capture_on_commit_callbacks):
+    """No per-fragment queries: a document whose fragments already agree with its front
+    matter costs one SELECT; a change to all of them a constant handful of statements."""
+    t = ingest_target
+    ingest(t, tree, django_capture_on_commit_callbacks)
+    document = SourceDocument.objects.get(repository=t.repo, path=ADR)
+    ingestor = pipeline.Ingestor(pipeline.Target(org=t.org, scope=t.repo.scope,
+                                                 repository=t.repo, default_owner=t.creator))
+    agreeing = normalize(ADR, (tree / ADR).read_text())
+    ingestor._apply_front_matter(document, agreeing)  # resolves the owner once (cached)
+    with CaptureQueriesContext(connection) as queries:
+        ingestor._apply_front_matter(document, agreeing)
+    assert len(queries) == 1
+
+    changed = normalize(ADR, (tree / ADR).read_text().replace("kind: adr", "kind: policy"))
+    count = len(fragments_of(t, ADR))
+    assert count >= 4
+    with CaptureQueriesContext(connection) as queries:
+        ingestor._apply_front_matter(document, changed)
+    assert {f.kind for f in fragments_of(t, ADR)} == {"policy"}
+    # read, lock, update, versions, audit events, and the savepoint around them
+    assert len(queries) <= 8 < count * 3
 
 
 # --- the service functions other doors use -----------------------------------------------------
