@@ -121,14 +121,16 @@ def state_of(scope) -> dict:
         "distinct_bodies": fragments.values("content_hash").distinct().count(),
         "versions": sorted(set(FragmentVersion.objects.filter(fragment__scope=scope)
                                .values_list("fragment_id", "number"))),
-        "embeddings": sorted(Embedding.objects.filter(fragment_id__in=fragments.values("pk"))
+        "embeddings": sorted(Embedding.objects.filter(fragment_id__in=fragments.values("pk"),
+                                                      passage=0)
                              .values_list("fragment_id", "fragment_version")),
         "fragment_ids": sorted(fragments.values_list("pk", flat=True)),
     }
 
 
 def assert_clean(state: dict) -> None:
-    """No duplicate fragments; every fragment exactly one version (1) and one vector (v1)."""
+    """No duplicate fragments; every fragment exactly one version (1) and one head vector
+    (v1)."""
     assert state["fragments"] == state["distinct_bodies"] == len(state["bodies"])
     assert state["versions"] == [(pk, 1) for pk in state["fragment_ids"]]
     assert state["embeddings"] == [(pk, 1) for pk in state["fragment_ids"]]

@@ -173,18 +173,24 @@ def test_a_mixed_tree_becomes_fragments_pointers_links_vectors_and_index_entries
     assert front[0][0] in {f.pk for f in adr.values()}
     assert len(links) == 2
 
-    # Versions and vectors: version 1 each, exactly one vector, of the
-    # model's dimension, in the active generation.
+    # Versions and vectors: version 1 each, one vector per passage the model reads (one for a
+    # fragment within its window), of the model's dimension, in the active generation.
+    embedder = indexing.embedder_for(indexing.active_generation("prose"))
+    total = 0
     for fragment in fragments.values():
         assert fragment.version == 1
         assert list(fragment.versions.values_list("number", flat=True)) == [1]
-        vectors = list(active_embeddings(fragment))
-        assert len(vectors) == 1, fragment
-        assert vectors[0].fragment_version == 1
-        assert vectors[0].content_hash == fragment.content_hash
-        assert vectors[0].scope_ids == [t.repo.scope_id]
-        assert len(vectors[0].embedding) == EMBEDDING_DIM
-    assert Embedding.objects.filter(org_id=t.org.pk).count() == len(fragments)
+        vectors = list(active_embeddings(fragment).order_by("passage"))
+        passages = embedder.passages(indexing.embedding_text(fragment))
+        assert [v.passage for v in vectors] == list(range(len(passages))), fragment
+        total += len(vectors)
+        for vector in vectors:
+            assert vector.fragment_version == 1
+            assert vector.content_hash == fragment.content_hash
+            assert vector.scope_ids == [t.repo.scope_id]
+            assert len(vector.embedding) == EMBEDDING_DIM
+    assert total > len(fragments)  # the tree holds a section longer than the window
+    assert Embedding.objects.filter(org_id=t.org.pk).count() == total
 
     # The lexical index holds every fragment, searchable within the scope only.
     index = indexing.lexical_index(t.org)
@@ -230,9 +236,10 @@ def test_changing_one_function_versions_only_that_fragment(ingest_target, tree):
     t = ingest_target
     ingest(t, tree)
     before = {key: (f.pk, f.version) for key, f in by_pointer(t).items()}
-    vectors = dict(Embedding.objects.values_list("fragment_id", "id"))
+    rows = Embedding.objects.values_list("fragment_id", "passage", "id")
+    vectors = {(f, n): v for f, n, v in rows}
     latency = fragment_at(t, METRICS, "compute_latency")
-    old_vector = active_embeddings(latency).get()
+    old_vectors = list(active_embeddings(latency).values_list("pk", flat=True))
 
     path = tree / METRICS  # same number of lines: only the latency function's text changes
     path.write_text(path.read_text().replace("return latency_total(values)",
@@ -249,12 +256,11 @@ def test_changing_one_function_versions_only_that_fragment(ingest_target, tree):
     assert "latency_total(values) * 2" in latency.body
     assert list(latency.versions.order_by("number").values_list("number", flat=True)) == [1, 2]
     assert "* 2" not in latency.versions.get(number=1).body
-    new_vector = active_embeddings(latency).get()
+    new_vector = active_embeddings(latency).get(passage=0)
     assert new_vector.fragment_version == 2 and new_vector.content_hash == latency.content_hash
-    assert not Embedding.objects.filter(pk=old_vector.pk).exists()
-    unchanged = {f: v for f, v in vectors.items() if f != latency.pk}
-    assert {f: v for f, v in Embedding.objects.values_list("fragment_id", "id")
-            if f != latency.pk} == unchanged
+    assert not Embedding.objects.filter(pk__in=old_vectors).exists()
+    unchanged = {key: v for key, v in vectors.items() if key[0] != latency.pk}
+    assert {(f, n): v for f, n, v in rows.all() if f != latency.pk} == unchanged
     assert search(t, "latency_total")[:1] == [latency.public_id]
 
 
@@ -361,7 +367,7 @@ def test_near_duplicates_collapse_into_one_fragment_with_two_sources(ingest_targ
     fragment = Fragment.objects.get(scope=t.repo.scope)
     assert set(fragment.sources.values_list("document__path", "anchor")) == {
         ("a/one.md", "preamble"), ("b/two.md", "preamble")}
-    assert active_embeddings(fragment).count() == 1
+    assert active_embeddings(fragment).filter(passage=0).count() == 1  # one fragment's vectors
     assert indexing.lexical_index(t.org).count() == 1
 
     again = ingest(t, twins)
@@ -458,7 +464,7 @@ def test_a_rerun_after_a_crash_completes_without_duplicates(ingest_target, crash
     assert job.attempts == 2 and job.errors == []
     assert len(fragments) == len(set(fragments.values())) == 10
     assert job.fragments_unchanged == 4 and job.fragments_created == 6  # ADR was done before
-    assert FragmentVersion.objects.count() == Embedding.objects.count() == 10
+    assert FragmentVersion.objects.count() == Embedding.objects.filter(passage=0).count() == 10
     # The crashed attempt never reached sync_lexical; the rerun reconciled the ADR too.
     assert indexing.lexical_index(ingest_target.org).count() == 10
     assert search(ingest_target, "xylophonerollback") != []
