@@ -145,9 +145,12 @@ class ServiceStatus:
 class EmbeddedPostgres:
     """PostgreSQL 18 with pgvector, data in ``root/pgdata``, socket in ``root/pgsock``."""
 
-    def __init__(self, root: Path, port: int) -> None:
+    def __init__(self, root: Path, port: int, *, durable: bool = True) -> None:
+        """``durable=False`` (the test suite's throwaway cluster): no fsync. Nothing is lost
+        when a server process dies, only when the machine does."""
         self.root = Path(root).resolve()
         self.port = port
+        self.durable = durable
         self.pgdata = self.root / "pgdata"
         self.socket_dir = self.root / "pgsock"
         self.log_dir = self.root / "pglog"
@@ -261,7 +264,8 @@ class EmbeddedPostgres:
             self._write_hba()
         options = (
             f"-h 127.0.0.1 -p {self.port} -k {self.socket_dir} "
-            "-c max_connections=200 -c shared_buffers=128MB -c fsync=on"
+            "-c max_connections=200 -c shared_buffers=128MB "
+            f"-c fsync={'on' if self.durable else 'off'}"
         )
         result = self._run(
             ["pg_ctl", "-D", str(self.pgdata), "-w", "-t", "60", "-l", str(self.log),
@@ -354,11 +358,12 @@ class EmbeddedPostgres:
             conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
             conn.execute(HAND_OVER_TO_OWNER)
 
-    def stop(self) -> None:
+    def stop(self, mode: str = "fast") -> None:
+        """``mode="immediate"`` skips the shutdown checkpoint: for a cluster deleted next."""
         pid = self._pid()
         if pid is None:
             return
-        result = self._run(["pg_ctl", "-D", str(self.pgdata), "-w", "-t", "30", "-m", "fast",
+        result = self._run(["pg_ctl", "-D", str(self.pgdata), "-w", "-t", "30", "-m", mode,
                             "stop"])
         if result.returncode and self._pid() is not None:
             os.kill(pid, signal.SIGQUIT)  # immediate shutdown; crash recovery on next start
