@@ -79,7 +79,7 @@ def pack(candidates: dict[int, Candidate], rows: dict[int, CandidateRow],
          request: RetrievalRequest) -> list[Candidate]:
     """Pins first (in pin order), then by final score; greedy into the budget; each once.
     Sizes are the rows' stored ``packed_tokens`` (every row has one here; see
-    ``pipeline._count_unstored``). Marks and returns the candidates that fit."""
+    ``rows.CandidateRows.count_unstored``). Marks and returns the candidates that fit."""
     ordered: Iterable[Candidate] = sorted(
         (c for c in candidates.values() if c.fragment_id in rows),
         key=lambda c: (not c.pinned, c.pin_order if c.pinned else 0, -c.final, c.fragment_id),

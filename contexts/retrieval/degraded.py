@@ -3,7 +3,7 @@ exception's text.
 
 The text named the index's absolute path and the organization's primary key; agents and
 organization members have no use for either, and both help an attacker map the host. The
-details go to the log (``contexts.retrieval.pipeline``), where the operator looks.
+details go to the log (``contexts.retrieval.lexical``), where the operator looks.
 """
 
 from __future__ import annotations

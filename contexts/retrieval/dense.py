@@ -1,5 +1,10 @@
 """Stage 5b — the dense leg: the query embedded once per distinct model, pgvector top-k in
-each namespace's active generation, inside the row-level-security context for the scopes."""
+each namespace's active generation, inside the row-level-security context for the scopes.
+
+:class:`DenseLeg` starts the query's forward pass (``query_encoder``) and, once the vector is
+there, runs one statement per model: the top-k and, joined to it, the candidate rows not read
+yet — every round trip after the vector is on the critical path (ADR 0007).
+"""
 
 from __future__ import annotations
 
@@ -17,10 +22,18 @@ from contexts.models import EmbeddingGeneration
 from contexts.models.embeddings import GenerationState
 from contexts.models.fragments import FragmentStatus
 from contexts.retrieval import query_encoder
+from contexts.retrieval.legs import Collected
+from contexts.retrieval.rows import (
+    COLUMNS,
+    STATUS_ACTIVE,
+    CandidateRows,
+    retrievable,
+    retrievable_params,
+)
+from contexts.retrieval.rows import statuses as returnable_statuses
+from contexts.retrieval.types import CandidateRow, RetrievalRequest
 from contexts.services.rls import pg_int_array
 
-STATUS_ACTIVE = ("active",)
-STATUS_ANY = ("active", "superseded", "retired")
 # Passages read per fragment returned (see _TOP_K_SQL); within HNSW_EF_SEARCH for k = 100.
 PASSAGES_PER_RESULT = 2
 
@@ -30,15 +43,26 @@ _GENERATIONS_SQL = (f"SELECT {_GENERATION_COLUMNS} FROM contexts_embeddinggenera
                     "WHERE g.namespace = ANY(%s) AND g.state = %s")
 
 
-def generations() -> dict[str, EmbeddingGeneration]:
+def generations(*, create: bool = True) -> dict[str, EmbeddingGeneration]:
     """namespace → active generation, in one plain query (every retrieval reads them: 0.35 ms
-    measured, 0.78 through the ORM), created from settings when missing."""
+    measured, 0.78 through the ORM), created from settings when missing.
+
+    ``create=False`` (retrieval, which reads under the retrieval role and may not write): a
+    missing one is the generation ingestion will create, unsaved — it has no vectors yet, so
+    the dense leg finds nothing in it, which is the truth."""
     with connection.cursor() as cursor:
         cursor.execute(_GENERATIONS_SQL, [list(NAMESPACES), GenerationState.ACTIVE.value])
         found = [EmbeddingGeneration.from_db(connection.alias, _GENERATION_FIELDS, row)
                  for row in cursor.fetchall()]
     by_namespace = {g.namespace: g for g in found}
-    return {ns: by_namespace.get(ns) or active_generation(ns) for ns in NAMESPACES}
+    missing = active_generation if create else _unsaved_generation
+    return {ns: by_namespace.get(ns) or missing(ns) for ns in NAMESPACES}
+
+
+def _unsaved_generation(namespace: str) -> EmbeddingGeneration:
+    spec = resolve_model(settings.EMBEDDING_MODELS[namespace])
+    return EmbeddingGeneration(namespace=namespace, state=GenerationState.ACTIVE,
+                               model_name=spec.name, model_version=spec.version)
 
 
 def _by_model(gens: dict[str, EmbeddingGeneration]
@@ -48,7 +72,8 @@ def _by_model(gens: dict[str, EmbeddingGeneration]
     groups: dict[str, list[EmbeddingGeneration]] = {}
     for generation in gens.values():
         groups.setdefault(generation.model_name, []).append(generation)
-    return {name: (tuple(sorted(g.pk for g in group)), group[0])
+    # An unsaved generation (no pk) has no vectors to search.
+    return {name: (tuple(sorted(g.pk for g in group if g.pk is not None)), group[0])
             for name, group in groups.items()}
 
 
@@ -120,11 +145,87 @@ _EXCLUDING_SQL = ("AND e.fragment_id NOT IN (SELECT id FROM contexts_fragment "
 def top_k_query(org_id: int, generation_ids: tuple[int, ...], vector: np.ndarray,
                 scope_ids: Collection[int], k: int,
                 statuses: tuple[str, ...] = STATUS_ACTIVE) -> tuple[str, dict]:
-    """SQL and parameters of one model's top-``k`` ``(fragment_id, similarity)`` rows; the
-    pipeline joins the candidates' columns to them. Must run inside
+    """SQL and parameters of one model's top-``k`` ``(fragment_id, similarity)`` rows
+    (:class:`DenseLeg` joins the candidates' columns to them). Must run inside
     :func:`contexts.services.rls.retrieval_scope`."""
     excluded = _excluded(statuses)
     sql = _TOP_K_SQL.format(excluding=_EXCLUDING_SQL if excluded else "")
     return sql, {"vector": vector_literal(vector), "org": org_id,
                  "generations": list(generation_ids), "scopes": pg_int_array(scope_ids),
                  "excluded": excluded, "k": k, "passages": PASSAGES_PER_RESULT * k}
+
+
+# The top-k and, in the same statement, the rows of the hits not read yet that the request may
+# return (NULL columns for the others): the statement grows by less than a second round trip.
+_HITS_WITH_ROWS_SQL = ("WITH hits AS MATERIALIZED ({top_k}) "
+                       "SELECT h.fragment_id, h.similarity, {columns} FROM hits h "
+                       "LEFT JOIN contexts_fragment f ON f.id = h.fragment_id "
+                       "AND NOT f.id = ANY(%(known)s) AND {retrievable}")
+
+
+def search(request: RetrievalRequest, vectors: dict[tuple[int, ...], np.ndarray],
+           rows: CandidateRows) -> list[tuple[int, float]]:
+    """The dense hits, best first; the rows of those not in ``rows`` yet are added to it.
+    Must run inside :func:`contexts.services.rls.retrieval_scope`."""
+    if not request.scope_ids or request.k_dense <= 0:
+        return []
+    best: dict[int, float] = {}
+    found: dict[int, CandidateRow] = {}
+    known = sorted(rows.by_pk)
+    with connection.cursor() as cursor:
+        for generation_ids, vector in vectors.items():
+            top_k, params = top_k_query(request.org_id, generation_ids, vector,
+                                        request.scope_ids, request.k_dense,
+                                        returnable_statuses(request))
+            cursor.execute(
+                _HITS_WITH_ROWS_SQL.format(top_k=top_k, columns=COLUMNS,
+                                           retrievable=retrievable(request)),
+                {**params, **retrievable_params(request), "known": known})
+            for fragment_id, similarity, *columns in cursor.fetchall():
+                # Namespaces sharing a model are one search; across models, a fragment found
+                # by several keeps its best similarity.
+                if similarity > best.get(fragment_id, -2.0):
+                    best[fragment_id] = float(similarity)
+                if columns[0] is not None:
+                    found[fragment_id] = CandidateRow(*columns)
+    rows.add(found)
+    return sorted(best.items(), key=lambda item: -item[1])[:request.k_dense]
+
+
+def _ms(started: float) -> float:
+    return round((time.perf_counter() - started) * 1000, 2)
+
+
+class DenseLeg:
+    """The dense leg (:class:`contexts.retrieval.legs.Leg`). ``embedding``: the query's
+    vectors if a caller already started them (the API, as the request arrives)."""
+
+    name = "dense"
+
+    def __init__(self, embedding: QueryEmbedding | None = None) -> None:
+        self.embedding = embedding
+
+    def start(self, request: RetrievalRequest) -> PendingDense:
+        embedding = self.embedding
+        if embedding is None or embedding.query != request.query:
+            embedding = QueryEmbedding(request.query)
+        return PendingDense(request, embedding)
+
+
+class PendingDense:
+    def __init__(self, request: RetrievalRequest, embedding: QueryEmbedding) -> None:
+        self.request = request
+        self.embedding = embedding
+
+    def collect(self, rows: CandidateRows,
+                generations: dict[str, EmbeddingGeneration]) -> Collected:
+        rows.read()  # rows still wanted (the pins), while the vector is still on its way
+        timings: dict[str, float] = {}
+        waited = time.perf_counter()
+        vectors, timings["embed_query"] = self.embedding.result(generations)
+        timings["embed_wait"] = _ms(waited)
+        searched = time.perf_counter()
+        ranked = search(self.request, vectors, rows)
+        timings["dense_search"] = _ms(searched)
+        timings["dense"] = round(timings["embed_query"] + timings["dense_search"], 2)
+        return Collected(ranked, timings)

@@ -1,14 +1,33 @@
 """Stage 5a — the lexical leg: BM25 over the organization's tantivy index, scope-filtered
 inside the query (a constant-score term set), so a fragment outside the scopes is never
-scored."""
+scored.
+
+:class:`LexicalLeg` runs tantivy in a worker thread from the start of the request; collecting
+it reads its hits' rows — with the pins', in the same statement — while the query vector is
+still on its way.
+"""
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Collection
+from concurrent.futures import Future, ThreadPoolExecutor
 
 from django.conf import settings
 
 from contexts.indexing import lexical_index
+from contexts.models import EmbeddingGeneration
+from contexts.retrieval.degraded import lexical_code
+from contexts.retrieval.legs import Collected, LegUnavailable
+from contexts.retrieval.rows import CandidateRows
+from contexts.retrieval.types import RetrievalRequest
+
+logger = logging.getLogger(__name__)
+
+# tantivy releases the GIL while it searches; the database reads need the request thread's
+# connection and its RLS transaction, so they stay there.
+_pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="lexical")
 
 
 def search(org_id: int, query: str, scope_ids: Collection[int],
@@ -18,3 +37,48 @@ def search(org_id: int, query: str, scope_ids: Collection[int],
         return []
     return lexical_index(org_id).search(query, allowed_scope_ids=scope_ids, limit=limit,
                                         field_boosts=settings.RETRIEVAL["lexical_field_boosts"])
+
+
+def _ms(started: float) -> float:
+    return round((time.perf_counter() - started) * 1000, 2)
+
+
+def _timed_search(request: RetrievalRequest) -> tuple[list[tuple[str, float]], float]:
+    started = time.perf_counter()
+    hits = search(request.org_id, request.query, request.scope_ids, request.k_lexical)
+    return hits, _ms(started)
+
+
+class LexicalLeg:
+    """The lexical leg (:class:`contexts.retrieval.legs.Leg`)."""
+
+    name = "lexical"
+
+    def start(self, request: RetrievalRequest) -> PendingLexical:
+        return PendingLexical(request, _pool.submit(_timed_search, request))
+
+
+class PendingLexical:
+    def __init__(self, request: RetrievalRequest,
+                 future: Future[tuple[list[tuple[str, float]], float]]) -> None:
+        self.request = request
+        self.future = future
+
+    def collect(self, rows: CandidateRows,
+                generations: dict[str, EmbeddingGeneration]) -> Collected:
+        try:
+            hits, searched_ms = self.future.result()
+        except Exception as exc:  # noqa: BLE001 - any index failure: answer from dense
+            # The index is derived data (rebuild_index restores it); PostgreSQL still answers,
+            # so the request is served from the dense leg and says so. The details (index
+            # path, organization) are for the operator's log; the caller gets a stable code.
+            logger.warning("lexical leg failed for org %s: %s: %s", self.request.org_id,
+                           type(exc).__name__, exc)
+            raise LegUnavailable(lexical_code(exc)) from exc
+        started = time.perf_counter()
+        rows.read(public_ids={public_id for public_id, _ in hits})
+        timings = {"lexical": searched_ms, "lexical_rows": _ms(started)}
+        # Hits this request may not return (e.g. superseded, still in the index) have no row.
+        pks = rows.pks()
+        return Collected([(pks[public_id], score) for public_id, score in hits
+                          if public_id in pks], timings)

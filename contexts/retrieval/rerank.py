@@ -15,6 +15,9 @@ from typing import Protocol
 
 from django.conf import settings
 
+from contexts.retrieval.rows import CandidateRows, bodies
+from contexts.retrieval.types import Candidate, RetrievalRequest
+
 
 class Reranker(Protocol):
     name: str
@@ -61,3 +64,25 @@ def get_reranker(name: str | None = None) -> Reranker:
             raise ValueError("reranker 'cross-encoder' needs CONTEXTS_CROSS_ENCODER (a path)")
         return _cross_encoder(model)
     raise ValueError(f"unknown reranker {choice!r} (none, cross-encoder)")
+
+
+def rerank(reranker: Reranker, request: RetrievalRequest, candidates: dict[int, Candidate],
+           rows: CandidateRows) -> None:
+    """Rescore the top ``rerank_top`` candidates in place (their bodies in one statement)."""
+    if isinstance(reranker, NoReranker):
+        return
+    top = sorted((c for c in candidates.values() if c.fragment_id in rows),
+                 key=lambda c: -c.relevance)[:request.rerank_top]
+    if not top:
+        return
+    texts = bodies([c.fragment_id for c in top])
+    scores = reranker.score(request.query, [texts[c.fragment_id][0] for c in top])
+    for candidate, value in zip(top, scores, strict=True):
+        candidate.rerank = round(value, 6)
+        candidate.relevance = value
+    floor = min(scores)
+    reranked = {c.fragment_id for c in top}
+    # Fragments beyond rerank_top keep their order but stay below every reranked one.
+    for candidate in candidates.values():
+        if candidate.fragment_id not in reranked:
+            candidate.relevance *= floor

@@ -102,6 +102,9 @@ class RetrievalRequest:
     fusion: FusionConfig | None = None
     reranker: str | None = None          # None: the configured default
     weights: Weights | None = None       # None: the persona's, else the defaults
+    # Weights typed by a curator (console), by name, over the others (read with the persona's
+    # inside the row-level-security block).
+    weight_overrides: tuple[tuple[str, float], ...] = ()
     persona_id: int | None = None
     max_fragments: int | None = None
     include_pins: bool = True

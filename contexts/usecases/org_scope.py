@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 from django.db import connection
 
 from accounts.scopes import Readable, retrieval_scopes
-from contexts.retrieval import dense
+from contexts.retrieval.rows import statuses
 from contexts.retrieval.types import RetrievalRequest
 from contexts.services.rls import pg_int_array, retrieval_scope
 
@@ -50,13 +50,6 @@ def wide_chain(readable: Readable, org_pk: int, org_scope_id: int) -> list[int]:
     return chain
 
 
-def _statuses(request: RetrievalRequest) -> tuple[str, ...]:
-    # The statuses retrieval itself would return (contexts.retrieval.pipeline).
-    if request.as_of is not None:
-        return dense.STATUS_ANY
-    return ("active", "superseded") if request.include_superseded else dense.STATUS_ACTIVE
-
-
 # here: in the request's scopes; wider: what "*" adds; other: readable but outside both
 # (personas, sessions). One statement, run only when an answer is empty; the GIN index on
 # scope_ids finds the readable rows.
@@ -76,7 +69,7 @@ def _counts(request: RetrievalRequest, readable: Collection[int], wider: Collect
             ) -> tuple[int, int, int]:
     params = {"org": request.org_id, "here": pg_int_array(request.scope_ids),
               "wider": pg_int_array(wider), "readable": pg_int_array(readable),
-              "statuses": list(_statuses(request))}
+              "statuses": list(statuses(request))}
     sql = _COUNT_SQL
     if request.as_of is not None:
         sql += " AND f.valid_from <= %(as_of)s AND (f.valid_to IS NULL OR f.valid_to > %(as_of)s)"

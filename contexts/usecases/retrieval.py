@@ -13,9 +13,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from accounts.scopes import ScopeDenied, readable_scopes, retrieval_scopes
-from contexts.retrieval import RetrievalRequest, RetrievalResult, Weights, dense
+from contexts.retrieval import RetrievalRequest, RetrievalResult, dense
 from contexts.retrieval import retrieve as run_pipeline
-from contexts.retrieval.pipeline import resolve_weights
 from contexts.services.errors import InvalidOperation
 from contexts.usecases.errors import Refused
 from contexts.usecases.org_scope import API_WORDING, Plan, Wording, is_wide, scope_hint, wide_chain
@@ -97,13 +96,11 @@ def plan(principal: Any, command: Retrieve) -> Plan:
 
 def _with_weights(request: RetrievalRequest, typed: Mapping[str, float | None] | None
                   ) -> RetrievalRequest:
-    """Weights typed by a curator; the ones left blank keep the persona's (or the defaults)."""
-    if not typed or all(typed.get(name) is None for name in WEIGHT_FIELDS):
-        return request
-    base, _ = resolve_weights(request)
-    weights = Weights(**{name: typed[name] if typed.get(name) is not None
-                         else getattr(base, name) for name in WEIGHT_FIELDS})
-    return dataclasses.replace(request, weights=weights)
+    """Weights typed by a curator; the ones left blank keep the persona's (or the defaults),
+    read by the pipeline with its other inputs."""
+    overrides = tuple((name, float(typed[name])) for name in WEIGHT_FIELDS
+                      if typed and typed.get(name) is not None)
+    return dataclasses.replace(request, weight_overrides=overrides) if overrides else request
 
 
 def run(principal: Any, planned: Plan, *,

@@ -908,6 +908,9 @@ def test_unreadable_ids_answer_exactly_like_missing_ones(warm, leak_stats, spec,
 # and documents are guarded through their fragment (tests/domain/test_rls.py). Everything else
 # that holds text (versions, audit, traces, nudges, the embedding partitions) is refused.
 UNGUARDED = {"accounts_scope", "accounts_repository", "contexts_embeddinggeneration"}
+# A persona's compose weights and half-lives, read by retrieval (migration 0021): no text.
+COLUMNS_GRANTED = {("accounts_persona", column)
+                   for column in ("id", "w_r", "w_f", "w_c", "w_p", "halflife_days")}
 # Guarded through the fragment they name (migration 0013).
 GUARDED = {"contexts_fragment", "contexts_embedding", "contexts_pin", "contexts_sourcepointer",
            "contexts_sourcedocument"}
@@ -935,7 +938,7 @@ def refused(sql: str) -> bool:
 @given(spec=world_specs, data=st.data())
 def test_row_level_security_alone_keeps_other_scopes_out(warm, leak_stats, spec, data):
     from contexts.retrieval import dense
-    from contexts.retrieval.pipeline import _dense_leg, _fetch
+    from contexts.retrieval.rows import CandidateRows
     from contexts.retrieval.types import RetrievalRequest
 
     def check(world: World) -> None:
@@ -978,11 +981,12 @@ def test_row_level_security_alone_keeps_other_scopes_out(warm, leak_stats, spec,
                 request = RetrievalRequest(query="x", org_id=org_id,
                                            scope_ids=frozenset(everything), chain=(),
                                            as_of=timezone.now())
-                hits, dense_rows = _dense_leg(request, vectors, ())
-                assert {pk for pk, _ in hits} <= inside and set(dense_rows) <= inside
-                fetched = _fetch(request, {f.obj.pk for f in world.frags},
-                                 {f.obj.public_id for f in world.frags})
-                assert set(fetched) <= inside
+                dense_rows = CandidateRows(request)
+                hits = dense.search(request, vectors, dense_rows)
+                assert {pk for pk, _ in hits} <= inside and set(dense_rows.by_pk) <= inside
+                fetched = CandidateRows(request, wanted={f.obj.pk for f in world.frags})
+                fetched.read(public_ids={f.obj.public_id for f in world.frags})
+                assert set(fetched.by_pk) <= inside
             # Direct reads of what holds text elsewhere are refused outright.
             for table in [*TEXT_TABLES, *(f"contexts_embedding_p{o}" for o in org_ids)]:
                 assert refused(f"SELECT * FROM {table} LIMIT 1"), table
@@ -1003,3 +1007,9 @@ def test_the_retrieval_role_reads_text_only_through_row_level_security():
         "WHERE c.relrowsecurity AND 'contexts_retrieval' = ANY(p.roles)")}
     assert guarded == GUARDED
     assert granted - guarded == UNGUARDED
+    # Columns granted one by one (a table grant lists every column here too).
+    columns = {r for r in rows(
+        "SELECT table_name, column_name FROM information_schema.column_privileges "
+        "WHERE grantee = 'contexts_retrieval' AND privilege_type = 'SELECT'")
+        if r[0] not in granted}
+    assert columns == COLUMNS_GRANTED

@@ -46,7 +46,7 @@ def test_a_missing_index_is_reported_as_a_code_and_detailed_in_the_log(api, cast
     path = index_path(cast.org)
     shutil.rmtree(path)  # a real missing index, as tests/faults/test_lexical_index_faults.py
 
-    with caplog.at_level(logging.WARNING, logger="contexts.retrieval.pipeline"):
+    with caplog.at_level(logging.WARNING, logger="contexts.retrieval.lexical"):
         response = api.post("/api/contexts/retrieve", QUERY, format="json")
     assert response.status_code == 200, response.content
     body = response.json()

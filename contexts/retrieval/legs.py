@@ -1,0 +1,52 @@
+"""What every retrieval leg is: started early, collected late (in the manner of Haystack 2.x
+components, with the run split in two so that the legs overlap).
+
+``start`` hands the leg's slow part to whoever does it best — the query encoder process for
+the dense leg, a worker thread for tantivy — and returns at once. ``collect`` runs in the
+request's thread, inside the row-level-security transaction: it waits for that part, runs the
+leg's statement, adds the rows of its hits to the request's :class:`CandidateRows` and returns
+the ranked hits. Each leg's SQL lives beside it (``dense.py``, ``lexical.py``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from contexts.models import EmbeddingGeneration
+from contexts.retrieval.rows import CandidateRows
+from contexts.retrieval.types import RetrievalRequest
+
+# (fragment pk, the leg's own score), best first.
+Ranked = list[tuple[int, float]]
+
+
+@dataclass
+class Collected:
+    ranked: Ranked
+    timings: dict[str, float] = field(default_factory=dict)  # stage → milliseconds
+
+
+class LegUnavailable(Exception):
+    """A leg could not answer; the request is served by the others and says so with
+    ``code`` (``contexts.retrieval.degraded``)."""
+
+    def __init__(self, code: str) -> None:
+        super().__init__(code)
+        self.code = code
+
+
+class Pending(Protocol):
+    def collect(self, rows: CandidateRows,
+                generations: dict[str, EmbeddingGeneration]) -> Collected:
+        """Wait for the leg, read its hits' rows into ``rows``; raise :class:`LegUnavailable`
+        when the leg's source failed. ``generations``: namespace → active generation."""
+        ...
+
+
+class Leg(Protocol):
+    name: str
+
+    def start(self, request: RetrievalRequest) -> Pending:
+        """Set the leg's slow part going; return without waiting for it."""
+        ...
