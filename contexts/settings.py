@@ -7,6 +7,7 @@ Redis listen on 127.0.0.1 at ``CONTEXTS_PG_PORT`` / ``CONTEXTS_REDIS_PORT`` with
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -253,7 +254,19 @@ STORAGES = {
             else "whitenoise.storage.CompressedManifestStaticFilesStorage"
         )
     },
+    # Uploaded files waiting for their ingestion job (contexts/services/uploads.py): in
+    # PostgreSQL by default, so that web nodes and workers need share no disk. Another backend
+    # of Django's storage API (e.g. "storages.backends.s3.S3Storage", with its options as JSON
+    # in CONTEXTS_UPLOAD_STORAGE_OPTIONS) is as good — any disk every node shares is not.
+    "uploads": {
+        "BACKEND": env_str("CONTEXTS_UPLOAD_STORAGE",
+                           "contexts.services.upload_storage.DatabaseStorage"),
+        "OPTIONS": json.loads(env_str("CONTEXTS_UPLOAD_STORAGE_OPTIONS", "{}")),
+    },
 }
+# Uploads of a job not finished this long after it was created are deleted by the hourly sweep
+# (a finished job's are deleted when it finishes).
+UPLOAD_RETENTION_HOURS = env_int("CONTEXTS_UPLOAD_RETENTION_HOURS", 168)
 MEDIA_ROOT = Path(env_str("MEDIA_ROOT", str(VAR_DIR / "media")))
 
 # --- Security (production values come from the environment) -----------------------------------
@@ -469,6 +482,8 @@ CELERY_BEAT_SCHEDULE = {
     # Retrieval traces past TRACE_RETENTION_DAYS (contexts/services/traces.py).
     "traces-purge": {"task": "contexts.tasks.purge_old_traces",
                      "schedule": crontab(hour=4, minute=30)},
+    # Uploads no job will read any more (contexts/services/uploads.py).
+    "uploads-purge": {"task": "contexts.tasks.purge_uploads", "schedule": crontab(minute=15)},
 }
 # Days a retrieval trace is kept; 0 keeps every trace.
 TRACE_RETENTION_DAYS = env_int("CONTEXTS_TRACE_RETENTION_DAYS", 30)

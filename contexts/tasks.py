@@ -17,7 +17,7 @@ from contexts.indexing import rebuild_lexical_index, reindex_fragments
 from contexts.ingestion.jobs import run_job
 from contexts.search import IndexLockBusy
 from contexts.services import fragments as fragment_service
-from contexts.services import job_leases, traces
+from contexts.services import job_leases, traces, uploads
 
 RETRY = {"autoretry_for": (IndexLockBusy,), "retry_backoff": 1, "retry_backoff_max": 30,
          "max_retries": 8}
@@ -62,6 +62,12 @@ def flush_use_counters() -> int:
 def purge_old_traces() -> int:
     """Delete retrieval traces past ``TRACE_RETENTION_DAYS`` (``contexts.services.traces``)."""
     return traces.purge()
+
+
+@shared_task(ignore_result=True)
+def purge_uploads() -> int:
+    """Delete uploads no job will read (``contexts.services.uploads``)."""
+    return uploads.purge()
 
 
 @shared_task(ignore_result=True)

@@ -58,8 +58,14 @@ class UploadSerializer(StrictSerializer):
                                   min_length=1, max_length=MAX_UPLOAD_FILES)
 
     def validate_files(self, files):
+        seen: set[str] = set()
         for upload in files:
             name = Path(upload.name).name
+            # A job's files are keyed by name (contexts/services/uploads.py): a second file of
+            # the same name would be renamed or lost.
+            if name in seen:
+                raise ValidationError(f"{name}: two files of this name")
+            seen.add(name)
             if Path(name).suffix.lower() not in INGESTIBLE_SUFFIXES:
                 raise ValidationError(f"{name}: unsupported file type (use Markdown, text, "
                                       "Python, JavaScript, TypeScript, Go, Java or Rust)")

@@ -15,9 +15,9 @@ from django.utils import timezone
 from accounts.models import Repository
 from contexts.ingestion import server_paths
 from contexts.ingestion.pipeline import Ingestor, Stats, Target
-from contexts.ingestion.sources import walk
+from contexts.ingestion.sources import Skipped, SourceFile, from_uploads, walk
 from contexts.models import IngestionJob, JobState
-from contexts.services import job_leases
+from contexts.services import job_leases, uploads
 from contexts.services.job_leases import JOB_LOCK_SPACE
 
 logger = logging.getLogger(__name__)
@@ -75,13 +75,12 @@ def _run_job_locked(job_id: int) -> IngestionJob | None:
 
     try:
         _check_source(job)
-        files = list(walk(Path(job.source), max_bytes=settings.INGEST_MAX_FILE_BYTES))
+        files = _files(job)
         IngestionJob.objects.filter(pk=job_id).update(
             files_total=sum(1 for f in files if not hasattr(f, "reason")))
-        root = Path(job.source)
         ingestor = Ingestor(_target(job), batch_chunks=settings.INGEST_EMBED_BATCH_CHUNKS,
                             on_progress=progress,
-                            prune_missing=job.source_kind == "path" and root.is_dir())
+                            prune_missing=job.source_kind == "path" and Path(job.source).is_dir())
         stats = ingestor.run(files)
     except Exception as exc:
         logger.exception("ingestion job %s failed", job.public_id)
@@ -90,24 +89,51 @@ def _run_job_locked(job_id: int) -> IngestionJob | None:
         IngestionJob.objects.filter(pk=job_id).update(
             state=JobState.FAILED, finished_at=timezone.now(),
             errors=[*job.errors, {"path": "", "reason": reason}])
+        _finished(job)
         raise
     IngestionJob.objects.filter(pk=job_id).update(
         state=JobState.DONE, finished_at=timezone.now(), **_counters(stats))
+    _finished(job)
     job.refresh_from_db()
     job.stats = stats  # for callers that report chunk statistics
     return job
 
 
-def upload_folder(job: IngestionJob) -> Path:
-    return Path(settings.MEDIA_ROOT) / "uploads" / job.public_id
+class UploadsMissing(Exception):
+    """An upload job whose files are not in the uploads storage (any more)."""
+
+
+def _files(job: IngestionJob) -> list[SourceFile | Skipped]:
+    """What the job ingests. An upload job's files come from the uploads storage by key, so
+    any worker runs it, whichever node took the upload; a path job walks this node's disk."""
+    limit = settings.INGEST_MAX_FILE_BYTES
+    if job.source_kind != "upload":
+        return list(walk(Path(job.source), max_bytes=limit))
+    files = list(from_uploads(uploads.read(job), max_bytes=limit))
+    if not files:
+        raise UploadsMissing(
+            "the job's uploaded files are gone (uploads of a job not finished within "
+            f"{settings.UPLOAD_RETENTION_HOURS} h are deleted); upload them again")
+    return files
+
+
+def _finished(job: IngestionJob) -> None:
+    """A finished job never runs again: its uploads have served (``contexts.services.uploads``
+    says when else they go)."""
+    if job.source_kind == "upload":
+        uploads.discard(job)
 
 
 def _check_source(job: IngestionJob) -> None:
-    """Again at run time, whatever wrote the row: an upload reads its own folder only, a path
+    """Again at run time, whatever wrote the row: an upload reads its own uploads only, a path
     never the instance's own data."""
     if job.source_kind == "upload":
-        if Path(job.source) != upload_folder(job):
-            raise server_paths.PathRefused("an upload job reads only its own upload folder")
+        if job.source != uploads.prefix(job):
+            raise server_paths.PathRefused(
+                "an upload job reads only its own uploads" + (
+                    " (this one was uploaded to a node's disk before uploads moved to the "
+                    "uploads storage: upload the files again)"
+                    if job.source.startswith("/") else ""))
     elif server_paths.is_protected(Path(job.source)):
         raise server_paths.PathRefused(server_paths.PROTECTED)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -143,10 +143,15 @@ def _walk_sorted(root: Path):
         yield Path(directory), dirnames, filenames
 
 
+def ingestible(name: str) -> bool:
+    path = Path(name)
+    return path.suffix.lower() in INGESTIBLE_SUFFIXES or path.stem in INGESTIBLE_NAMES
+
+
 def _one(root: Path, file: Path, max_bytes: int,
          meta: dict[str, tuple[str, dt.datetime]]) -> Iterator[SourceFile | Skipped]:
     rel = file.relative_to(root).as_posix()
-    if file.suffix.lower() not in INGESTIBLE_SUFFIXES and file.stem not in INGESTIBLE_NAMES:
+    if not ingestible(file.name):
         return  # not a format we ingest at all: not worth a line in the report
     try:
         raw = read_beneath(root, file, max_bytes)
@@ -156,11 +161,27 @@ def _one(root: Path, file: Path, max_bytes: int,
     except OSError as exc:
         yield Skipped(rel, f"unreadable: {exc.strerror}")
         return
-    if is_probably_binary(raw):
-        yield Skipped(rel, "binary content")
-        return
-    if is_generated(rel, raw[:65536].decode("utf-8", errors="replace")):
-        yield Skipped(rel, "generated file")
-        return
     author, when = meta.get(rel, ("", None))
-    yield SourceFile(rel, raw, author, when)
+    yield checked(SourceFile(rel, raw, author, when))
+
+
+def from_uploads(files: Iterable[tuple[str, bytes]], *,
+                 max_bytes: int) -> Iterator[SourceFile | Skipped]:
+    """Uploaded files (name, content), read from the uploads storage rather than a directory,
+    under the same rules as a walked file."""
+    for name, raw in files:
+        if not ingestible(name):
+            yield Skipped(name, "not a format Contexts ingests")
+        elif len(raw) > max_bytes:
+            yield Skipped(name, f"too large: {len(raw)} bytes > limit {max_bytes}")
+        else:
+            yield checked(SourceFile(name, raw))
+
+
+def checked(source: SourceFile) -> SourceFile | Skipped:
+    """The file, or why its content is not ingested (binary, generated)."""
+    if is_probably_binary(source.raw):
+        return Skipped(source.path, "binary content")
+    if is_generated(source.path, source.raw[:65536].decode("utf-8", errors="replace")):
+        return Skipped(source.path, "generated file")
+    return source

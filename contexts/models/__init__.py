@@ -18,6 +18,7 @@ from contexts.models.governance import Nudge
 from contexts.models.jobs import IngestionJob, JobState
 from contexts.models.sources import SourceDocument, SourcePointer
 from contexts.models.traces import RetrievalTrace
+from contexts.models.uploads import UploadBlob
 
 __all__ = [
     "AuditEvent",
@@ -41,5 +42,6 @@ __all__ = [
     "SourceDocument",
     "SourcePointer",
     "StalenessScan",
+    "UploadBlob",
     "VectorCache",
 ]

@@ -35,7 +35,8 @@ class IngestionJob(PublicIdModel):
                               help_text="default owner of new fragments")
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL,
                                    null=True, blank=True, related_name="+")
-    source = models.CharField(max_length=1000, help_text="directory path or upload folder")
+    source = models.CharField(max_length=1000, help_text="directory path, or the key prefix of "
+                              "the job's files in the uploads storage")
     source_kind = models.CharField(max_length=10, default="path",
                                    choices=[("path", "path"), ("upload", "upload")])
     state = models.CharField(max_length=8, choices=JobState.choices, default=JobState.QUEUED)

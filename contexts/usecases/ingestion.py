@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Sequence
-from pathlib import Path
 from typing import Any
 
 from django.db import transaction
@@ -20,8 +19,9 @@ from accounts.models import Scope
 from accounts.permissions import SYSTEM, may, principal_user
 from accounts.scopes import readable_scopes
 from contexts.ingestion import server_paths
-from contexts.ingestion.jobs import run_job, upload_folder
+from contexts.ingestion.jobs import run_job
 from contexts.models import Context, IngestionJob
+from contexts.services import uploads
 from contexts.services.audit import record
 from contexts.services.errors import InvalidOperation
 from contexts.services.fragments import require
@@ -133,14 +133,10 @@ def create_job(principal: Any, scope: Scope, source: str, *, source_kind: str = 
 
 
 def save_uploads(job: IngestionJob, files: Iterable[Any]) -> None:
-    """Store uploaded files under MEDIA_ROOT/uploads/<job>/ and make that the job's source."""
-    folder = upload_folder(job)
-    folder.mkdir(parents=True, exist_ok=True)
-    for upload in files:
-        with open(folder / Path(upload.name).name, "wb") as out:
-            for piece in upload.chunks():
-                out.write(piece)
-    job.source = str(folder)
+    """Put uploaded files in the uploads storage (PostgreSQL unless configured otherwise), in
+    the job's transaction, and make their key prefix the job's source: any worker reads them
+    by key, whichever node this is."""
+    job.source = uploads.store(job, files)
     job.save(update_fields=["source"])
 
 

@@ -1,12 +1,12 @@
-"""Ingestion page: uploads land under MEDIA_ROOT/uploads/<job>/, paths are for administrators,
-running jobs poll every second and show per-file errors."""
+"""Ingestion page: uploads land in the uploads storage under the job's key, paths are for
+administrators, running jobs poll every second and show per-file errors."""
 
 from pathlib import Path
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
-from contexts.models import IngestionJob
+from contexts.models import IngestionJob, UploadBlob
 from tests.console.conftest import client_for, htmx_to
 from tests.factories import UserFactory
 
@@ -33,9 +33,10 @@ def test_an_upload_creates_a_job_and_saves_the_files(cast, media,
     audit = AuditEvent.objects.get(object_id=job.public_id)
     assert (audit.action, audit.actor, audit.after["scope"]) == (
         "job.create", cast.teammate, cast.repo.scope.public_id)
-    folder = Path(media) / "uploads" / job.public_id
-    assert job.source == str(folder)
-    assert sorted(p.name for p in folder.iterdir()) == ["notes.md", "retry.py"]
+    assert job.source == f"{cast.org.pk}/{job.public_id}/"
+    assert sorted(UploadBlob.objects.filter(org=cast.org).values_list("key", flat=True)) == [
+        job.source + "notes.md", job.source + "retry.py"]
+    assert not Path(media).exists()  # no node's disk holds them
 
 
 def test_unsupported_files_are_refused(cast):
@@ -44,6 +45,14 @@ def test_unsupported_files_are_refused(cast):
                                   "files": [SimpleUploadedFile("x.exe", b"MZ")]})
     assert response.status_code == 400 and b"x.exe: unsupported file type" in response.content
     assert not IngestionJob.objects.exists()
+
+
+def test_two_files_of_one_name_are_refused(cast):
+    files = [SimpleUploadedFile("a.md", b"# A\n"), SimpleUploadedFile("a.md", b"# B\n")]
+    response = client_for(cast.teammate).post(
+        "/o/acme/ingest/upload", {"scope": cast.repo.scope.public_id, "files": files})
+    assert response.status_code == 400 and b"a.md: two files of this name" in response.content
+    assert not IngestionJob.objects.exists() and not UploadBlob.objects.exists()
 
 
 def test_viewers_cannot_upload(cast):

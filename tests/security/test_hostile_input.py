@@ -17,7 +17,7 @@ from django.test import Client
 from django.test.client import BOUNDARY, encode_multipart
 from rest_framework.test import APIClient
 
-from contexts.models import Fragment, FragmentVersion, IngestionJob
+from contexts.models import Fragment, FragmentVersion, IngestionJob, UploadBlob
 from tests.api.conftest import as_token, world  # noqa: F401 - fixture
 from tests.domain.conftest import cast  # noqa: F401 - fixture
 
@@ -64,7 +64,8 @@ def stored_state() -> tuple:
     """Everything a refused request could have half-written."""
     return (sorted(Fragment.objects.values_list("pk", "version", "body", "title",
                                                 "helped_count", "hurt_count")),
-            FragmentVersion.objects.count(), IngestionJob.objects.count())
+            FragmentVersion.objects.count(), IngestionJob.objects.count(),
+            UploadBlob.objects.count())
 
 
 def raw_post(client, url: str, body: bytes, content_type: str = "application/json"):
@@ -280,10 +281,10 @@ def test_an_uploaded_file_name_cannot_leave_the_job_folder(curator, tmp_path):
     response = raw_post(curator, "/api/sources", body, MULTIPART)
     assert response.status_code == 202, response.json()
     job = IngestionJob.objects.get(public_id=response.json()["id"])
-    stored = {p.relative_to(tmp_path / "media") for p in (tmp_path / "media").rglob("*.md")}
-    assert stored == {(tmp_path / "media" / "uploads" / job.public_id / "escape.md")
-                      .relative_to(tmp_path / "media")}
-    assert not list(tmp_path.glob("escape.md"))
+    # Kept under the job's own key, in the database: nothing is written to any disk.
+    assert list(UploadBlob.objects.values_list("org_id", "key")) == [
+        (job.org_id, f"{job.org_id}/{job.public_id}/escape.md")]
+    assert not list(tmp_path.rglob("escape.md"))
 
 
 # --- the console's edit form ---------------------------------------------------------------------

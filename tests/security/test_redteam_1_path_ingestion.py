@@ -19,7 +19,7 @@ from django.core.management import CommandError, call_command
 from contexts.ingestion.jobs import run_job
 from contexts.ingestion.server_paths import NOT_UNDER_A_ROOT, PROTECTED
 from contexts.ingestion.sources import Skipped, SourceFile, walk
-from contexts.models import Fragment, IngestionJob
+from contexts.models import Fragment, IngestionJob, UploadBlob
 from tests.api.conftest import api  # noqa: F401 - fixture
 from tests.console.conftest import client_for
 from tests.domain.conftest import cast  # noqa: F401 - fixture
@@ -169,20 +169,27 @@ def test_upload_names_cannot_leave_their_folder(api, cast, disk):
                         format="multipart")
     assert response.status_code == 202
     job = IngestionJob.objects.get()
-    assert sorted(p.name for p in Path(job.source).iterdir()) == ["secret_key.md"]
+    assert list(UploadBlob.objects.values_list("key", flat=True)) == [
+        f"{job.org_id}/{job.public_id}/secret_key.md"]
     assert (disk["var"] / "secret_key.md").read_text() == SECRET
 
 
-def test_an_upload_job_reads_only_its_own_folder(api, cast, disk):
+@pytest.mark.parametrize("elsewhere", ["outside", "another job", "another org"])
+def test_an_upload_job_reads_only_its_own_uploads(api, cast, disk, elsewhere):
     api.force_authenticate(cast.teammate)
-    note = SimpleUploadedFile("a.md", b"# A\n\ntext\n")
-    api.post("/api/sources", {"org_id": "acme", "repo_id": "web", "files": [note]},
-             format="multipart")
-    job = IngestionJob.objects.get()
-    IngestionJob.objects.filter(pk=job.pk).update(source=str(disk["outside"]))
-    with pytest.raises(Exception, match="own upload folder"):
+    for name in ("a.md", "b.md"):
+        api.post("/api/sources", {"org_id": "acme", "repo_id": "web",
+                                  "files": [SimpleUploadedFile(name, b"# A\n\ntext\n")]},
+                 format="multipart")
+    job, other = IngestionJob.objects.order_by("pk")
+    UploadBlob.objects.create(org=cast.other_org, key=f"{cast.other_org.pk}/{job.public_id}/x.md",
+                              content=SECRET.encode(), size=len(SECRET), sha256="-")
+    source = {"outside": str(disk["outside"]), "another job": other.source,
+              "another org": f"{cast.other_org.pk}/{job.public_id}/"}[elsewhere]
+    IngestionJob.objects.filter(pk=job.pk).update(source=source)
+    with pytest.raises(Exception, match="own uploads"):
         run_job(job.pk)
-    assert not Fragment.objects.filter(body__contains=SECRET).exists()
+    assert not Fragment.objects.exists()
 
 
 # --- the CLI ----------------------------------------------------------------------------------

@@ -63,8 +63,12 @@ def _upload_errors(files) -> list[str]:
     errors = []
     if len(files) > MAX_UPLOAD_FILES:
         errors.append(f"at most {MAX_UPLOAD_FILES} files at once")
+    seen: set[str] = set()
     for upload in files:
         name = Path(upload.name).name
+        if name in seen:  # a job's files are keyed by name (contexts/services/uploads.py)
+            errors.append(f"{name}: two files of this name")
+        seen.add(name)
         if Path(name).suffix.lower() not in INGESTIBLE_SUFFIXES:
             errors.append(f"{name}: unsupported file type")
         elif upload.size > settings.INGEST_MAX_FILE_BYTES:
@@ -85,7 +89,7 @@ def ingest_upload(request: HttpRequest, slug: str) -> HttpResponse:
     if form.errors:
         return _page(request, org, upload_form=form, status=400)
     scope = _chosen_scope(request, org, form.cleaned_data["scope"])
-    # As POST /api/sources does: the job first, then its files under MEDIA_ROOT/uploads/<job>/.
+    # As POST /api/sources does: the job, then its files in the uploads storage, keyed by job.
     job = ingestion.submit(request.user, SubmitSource(scope=scope, files=files,
                                                       created_by=request.user))
     messages.success(request, f"Job {job.public_id} queued with {len(files)} file(s).")
