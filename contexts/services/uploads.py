@@ -18,10 +18,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Iterator
 from datetime import datetime, timedelta
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from django.conf import settings
+from django.core.files.base import ContentFile
 from django.core.files.storage import Storage, storages
 from django.utils import timezone
 
@@ -93,6 +94,25 @@ def purge() -> int:
             if stale:
                 deleted += _delete_under(folder)
     return deleted
+
+
+def adopt_legacy_folder(org_id: int, public_id: str, source: str) -> str | None:
+    """Before issue 21 an upload job's files were kept in ``MEDIA_ROOT/uploads/<job>/`` on the
+    node that took them. Copy them from there — when this node has them — into the uploads
+    storage; returns the job's new source (its key prefix), else None. Called once, by
+    migration 0023, for the upload jobs not yet finished; only the folder the old code would
+    have written is read, whatever the row says."""
+    folder = Path(settings.MEDIA_ROOT) / "uploads" / public_id
+    if Path(source) != folder or not folder.is_dir():
+        return None
+    where = storage()
+    base = f"{org_id}/{public_id}/"
+    for file in sorted(folder.iterdir()):
+        if (file.is_symlink() or not file.is_file()
+                or file.stat().st_size > settings.INGEST_MAX_FILE_BYTES):
+            continue  # the old code wrote neither links nor oversized files
+        where.save(base + file.name, ContentFile(file.read_bytes()))
+    return base
 
 
 def _delete_under(folder: str) -> int:

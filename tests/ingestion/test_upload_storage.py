@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import hashlib
 from datetime import timedelta
+from importlib import import_module
 
 import pytest
+from django.apps import apps as django_apps
 from django.core.exceptions import SuspiciousFileOperation
 from django.core.files.base import ContentFile
 from django.core.files.uploadedfile import SimpleUploadedFile
@@ -104,3 +106,35 @@ def test_the_sweep_deletes_what_no_job_will_read(ingest_target, settings):
     assert uploads.purge() == 3
     assert sorted(UploadBlob.objects.values_list("key", flat=True)) == [
         f"{t.org.pk}/job_gone/fresh.md", waiting.source + "w.md"]
+
+
+def test_an_upgrade_moves_unfinished_jobs_uploads_off_the_disk(ingest_target, settings,
+                                                               tmp_path):
+    """Migration 0023: a job queued before uploads moved runs from the storage afterwards."""
+    t = ingest_target
+    settings.MEDIA_ROOT = tmp_path / "media"
+    legacy = IngestionJob.objects.create(org=t.org, scope=t.repo.scope, source_kind="upload",
+                                         created_by=t.creator, source="")
+    folder = tmp_path / "media" / "uploads" / legacy.public_id
+    folder.mkdir(parents=True)
+    (folder / "notes.md").write_text("# Notes\n\nThe legacy upload.\n")
+    (folder / "link.md").symlink_to(tmp_path / "elsewhere.md")
+    (tmp_path / "elsewhere.md").write_text("# Not an upload\n")
+    IngestionJob.objects.filter(pk=legacy.pk).update(source=str(folder))
+    # A row naming some other folder is not read, whatever it holds.
+    tampered = IngestionJob.objects.create(org=t.org, scope=t.repo.scope, source_kind="upload",
+                                           source=str(tmp_path))
+    done = IngestionJob.objects.create(org=t.org, scope=t.repo.scope, source_kind="upload",
+                                       source=str(folder), state=JobState.DONE)
+    migration = import_module("contexts.migrations.0023_legacy_uploads_into_storage")
+    migration.adopt(django_apps, None)
+
+    legacy.refresh_from_db()
+    assert legacy.source == uploads.prefix(legacy)
+    assert list(UploadBlob.objects.values_list("key", flat=True)) == [legacy.source + "notes.md"]
+    assert IngestionJob.objects.get(pk=tampered.pk).source == str(tmp_path)
+    assert IngestionJob.objects.get(pk=done.pk).source == str(folder)
+    job = run_job(legacy.pk)
+    assert job.state == JobState.DONE and job.files_done == 1 and job.errors == []
+    with pytest.raises(Exception, match="upload the files again"):
+        run_job(tampered.pk)
