@@ -8,7 +8,9 @@ Idempotent by construction:
   unchanged is left alone — re-ingesting identical content writes nothing;
 * each group of files is written in one transaction (fragments, versions, pointers, vectors),
   so a worker killed mid-job leaves either all of a group or none of it; the rerun redoes the
-  missing groups, and the lexical index is reconciled for every fragment the job touched.
+  missing groups, and the lexical index is reconciled for every fragment the job touched;
+* one run at a time per repository (``target_lock``): a second run into it waits, then finds
+  the first's documents unchanged instead of racing it to create them.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from django.utils import timezone
 from accounts.models import Organization, Repository, Scope
 from accounts.permissions import SYSTEM, may
 from contexts import indexing
+from contexts.ingestion import target_lock
 from contexts.ingestion.chunk import CHUNKER_VERSION, chunk
 from contexts.ingestion.normalize import normalize
 from contexts.ingestion.simhash import BandIndex, simhash, to_signed64, to_unsigned64
@@ -170,20 +173,38 @@ class Ingestor:
         self.on_progress = on_progress or (lambda stats: None)
         self.stats = Stats()
         # Dedup state for the home scope: band index over SimHashes, exact content hashes.
-        # Keys are fragment pks, or uids of fragments this run will create.
+        # Keys are fragment pks, or uids of fragments this run will create. Filled by run(),
+        # under the target's lock, so that it includes what a run it waited for committed.
         self.bands: BandIndex[int | uuid.UUID] = BandIndex()
         self.by_hash: dict[str, int | uuid.UUID] = {}
-        for pk, value, text_hash in Fragment.objects.filter(
-                scope=target.scope, status=FragmentStatus.ACTIVE).values_list(
-                "pk", "simhash", "content_hash"):
-            if value is not None:
-                self.bands.add(pk, to_unsigned64(value))
-            self.by_hash.setdefault(text_hash, pk)
         self._owners: dict[str, object | None] = {}
         self._generations = {ns: indexing.active_generation(ns) for ns in indexing.NAMESPACES}
 
     # -- driving -------------------------------------------------------------------------------
     def run(self, files: Iterable[SourceFile | Skipped]) -> Stats:
+        """Ingest ``files`` — one run at a time per document set (target_lock: a second run
+        into the same repository waits, then finds the first's rows)."""
+        with target_lock.one_run_per_target(
+                self.target.org.pk, self.target.repository.pk if self.target.repository else None,
+                on_wait=self._waited):
+            self._load_dedup_index()
+            return self._run(files)
+
+    def _waited(self, seconds: float) -> None:
+        self.stats.warnings.append({"path": "", "reason": (
+            f"waited {seconds:.1f} s for another ingestion into the same "
+            f"{'repository' if self.target.repository else 'organization'} to finish")})
+
+    def _load_dedup_index(self) -> None:
+        self.bands, self.by_hash = BandIndex(), {}
+        for pk, value, text_hash in Fragment.objects.filter(
+                scope=self.target.scope, status=FragmentStatus.ACTIVE).values_list(
+                "pk", "simhash", "content_hash"):
+            if value is not None:
+                self.bands.add(pk, to_unsigned64(value))
+            self.by_hash.setdefault(text_hash, pk)
+
+    def _run(self, files: Iterable[SourceFile | Skipped]) -> Stats:
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="encode") as encoder:
             pending: tuple[list[FilePlan], Future] | None = None
             for group in self._groups(files):

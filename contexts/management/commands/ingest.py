@@ -105,3 +105,9 @@ class Command(BaseCommand):
             self.stderr.write(f"  error {error['path']}: {error['reason']}")
         if job.state == JobState.FAILED:
             raise CommandError("the job failed")
+        if job.errors:
+            # A job that finished with files it could not ingest is not a success: a script
+            # (`make`, CI, a deploy hook) must see it without parsing the summary.
+            failed = len(job.errors)
+            raise CommandError(f"{failed} of {job.files_total} "
+                               f"file{'s' if job.files_total != 1 else ''} failed to ingest")
