@@ -1,5 +1,5 @@
 # Two commands: `make run` (everything, embedded, in the foreground) and `make test`; while
-# working, `make test-fast` (under 3 minutes) or `make test-unit` (no servers, under a minute).
+# working, `make test-fast` (the inner loop) or `make test-unit` (database-free, no servers).
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
