@@ -280,6 +280,21 @@ def case_dismiss_candidate(cast, actor) -> Audited:  # noqa: F811
                    [("dedup.dismiss", a.public_id)])
 
 
+def case_merge_fragments(cast, actor) -> Audited:  # noqa: F811
+    keep, drop = _fragment(cast, "keep"), _fragment(cast, "drop")
+    # The service under the dedup review: the duplicate is retired, the merge recorded on keep.
+    return Audited(lambda: fragment_services.merge_fragments(actor, keep, drop),
+                   [("fragment.retire", drop.public_id), ("fragment.merge", keep.public_id)])
+
+
+def case_update_metadata(cast, actor) -> Audited:  # noqa: F811
+    a, b = _fragment(cast, "first"), _fragment(cast, "second")
+    # One event per fragment that changes, however many are changed at once.
+    return Audited(lambda: fragment_services.update_metadata(actor, [a, b], kind="runbook"),
+                   [("fragment.edit_metadata", a.public_id),
+                    ("fragment.edit_metadata", b.public_id)])
+
+
 # Actions on one fresh fragment: name → (expected action, fragment options, the call with the
 # cast, the actor and the fragment).
 ONE_FRAGMENT: dict[str, tuple[str, dict, Callable]] = {
@@ -295,6 +310,8 @@ ONE_FRAGMENT: dict[str, tuple[str, dict, Callable]] = {
                        fragment_services.reassign_owner(actor, f, c.teammate)),
     "pin_fragment": ("pin.create", {}, lambda c, actor, f:
                      pin_services.pin_fragment(actor, f, c.repo.scope)),
+    "verify_fragment": ("fragment.verify", {}, lambda c, actor, f:
+                        fragment_services.verify_fragment(actor, f)),
 }
 
 
