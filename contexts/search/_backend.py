@@ -54,8 +54,8 @@ class LexicalDoc:
     `identifiers_from_text` finds them.
 
     `scope_ids` lists every scope the fragment is visible in; a doc with no scopes is indexed but
-    can never be found (the filter fails closed). `org` is optional so callers that do not
-    partition by organisation yet can ignore it.
+    can never be found (the filter fails closed). An index holds one organization's fragments
+    (one directory per organization), so a document names no organization.
     """
 
     fragment_id: str
@@ -64,7 +64,6 @@ class LexicalDoc:
     title: str
     body: str
     identifiers: str
-    org: str = ""
     # Qualified names of the definitions in the fragment (`LexicalIndex.search`), and the
     # source paths it comes from; whitespace-separated.
     symbols: str = ""
@@ -440,8 +439,6 @@ def _to_document(doc: LexicalDoc) -> tantivy.Document:
             raise ValueError(f"scope ids must be non-negative ints, got {scope_id!r}")
         document.add_unsigned(s.SCOPE, scope_id)
     document.add_text(s.KIND, _utf8_safe(doc.kind))
-    if doc.org:
-        document.add_text(s.ORG, _utf8_safe(doc.org))
     # Text from ingested files may carry lone surrogates (`surrogateescape` decoding); one bad
     # character must not fail the whole batch.
     body = _utf8_safe(doc.body)

@@ -44,7 +44,6 @@ MAX_IDENTIFIER_CHARS = 200
 FRAGMENT_ID = "fragment_id"
 SCOPE = "scope"
 KIND = "kind"
-ORG = "org"
 # Title (when the body does not already hold it) + body: the one BM25 field every query is
 # scored on, as bm25s scores title+text. One field, because tantivy sums per-field BM25 scores,
 # which is not BM25 over the concatenation and over-weights whatever sits in two fields.
@@ -64,7 +63,7 @@ BOOSTABLE: tuple[str, ...] = (TEXT, IDENTIFIERS, SYMBOLS, PATHS, PHRASES)
 
 # Bumped whenever the schema or an analyzer changes what is indexed: an index on disk built by
 # another version is rebuilt from PostgreSQL (`rebuild_index`, and `runstack` at start).
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3  # 3: the unused `org` field dropped
 VERSION_FILE = "contexts-schema-version"
 
 
@@ -99,7 +98,6 @@ def build_schema() -> tantivy.Schema:
     # a term-set lookup in the inverted index.
     builder.add_unsigned_field(SCOPE, indexed=True)
     builder.add_text_field(KIND, tokenizer_name="raw", index_option="basic")
-    builder.add_text_field(ORG, tokenizer_name="raw", index_option="basic")
     # Positions kept (the default) for the phrase clauses of pasted messages.
     builder.add_text_field(TEXT, stored=False, tokenizer_name=TEXT_TOKENIZER)
     # Freqs but no positions: identifiers are matched term by term, never as phrases.
