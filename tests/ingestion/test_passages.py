@@ -1,5 +1,6 @@
-"""Long documents: a fragment longer than the model's window is scored by its best passage, not
-by its first 256 word pieces (issue 19, item 4)."""
+"""Long documents: a fragment longer than the model's window is scored with its best passage
+(the mean of its head's and its best passage's similarity), not by its first 256 word pieces
+alone (issue 19, item 4)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from contexts.embedder import MAX_PASSAGES, load_embedder
 from contexts.governance.similarity import cosine_pairs
 from contexts.indexing import embed_fragments, embedding_text
 from contexts.models import Embedding
+from contexts.retrieval.dense import PASSAGE_WEIGHT
 from contexts.retrieval.pipeline import retrieve
 from contexts.retrieval.types import RetrievalRequest
 from contexts.services.fragments import create_fragment
@@ -62,7 +64,7 @@ def test_passages_are_bounded(embedder):
 @pytest.mark.django_db
 def test_the_dense_leg_finds_a_long_fragment_by_its_tail(cast, embedder):
     """The answer sits past the model's window: the fragment gets a vector per passage and the
-    dense leg scores it by the best one (what the head alone scores is far lower)."""
+    dense leg scores it with the best one (what the head alone scores is far lower)."""
     long = create_fragment(SYSTEM, cast.repo.scope, title="Operations", body=f"{HEAD}\n{TAIL}")
     short = create_fragment(SYSTEM, cast.repo.scope, title="Backups",
                             body="Backups are taken nightly with pg_dump and kept for 30 days.")
@@ -78,9 +80,33 @@ def test_the_dense_leg_finds_a_long_fragment_by_its_tail(cast, embedder):
     query = embedder.encode_query(QUERY)
     by_passage = embedder.encode(passages) @ query
     score = result.candidates[long.pk].scores["dense"]
-    assert score == pytest.approx(float(by_passage.max()), abs=1e-4)
-    assert by_passage.max() > by_passage[0] + 0.1  # the head alone would bury it
+    head, best = float(by_passage[0]), float(by_passage.max())
+    assert best > head + 0.1  # the head alone would bury it
+    assert score == pytest.approx(head + PASSAGE_WEIGHT * (best - head), abs=1e-4)
     assert result.fragments[0].fragment.pk == long.pk
+
+
+@pytest.mark.django_db
+def test_a_fragment_found_by_later_passages_alone_still_counts_its_head(cast, embedder):
+    """With k = 1 the index is asked for two passages; when both are later windows, the head's
+    similarity is read by its key and the score is the same as with a deep search."""
+    body = f"{HEAD}\n" + " ".join([TAIL] * 10)  # every window after the head is about Redis
+    long = create_fragment(SYSTEM, cast.repo.scope, title="Operations", body=body)
+    embed_fragments([long])
+    passages = embedder.passages(embedding_text(long))
+    by_passage = embedder.encode(passages) @ embedder.encode_query(QUERY)
+    assert int(np.argsort(-by_passage)[:2].min()) > 0  # the two best are later windows
+
+    def dense_score(k: int) -> float:
+        result = retrieve(RetrievalRequest(query=QUERY, org_id=cast.org.pk,
+                                           scope_ids=frozenset({cast.repo.scope_id}),
+                                           legs=("dense",), k_dense=k, count_use=False),
+                          record_trace=False)
+        return result.candidates[long.pk].scores["dense"]
+
+    head, best = float(by_passage[0]), float(by_passage.max())
+    assert dense_score(1) == pytest.approx(head + PASSAGE_WEIGHT * (best - head), abs=1e-4)
+    assert dense_score(1) == pytest.approx(dense_score(100), abs=1e-6)
 
 
 @pytest.mark.django_db
