@@ -97,10 +97,10 @@ class Embedder:
         overlap by a quarter and a sentence cut by one is whole in the next), at most
         :data:`MAX_PASSAGES` in all.
 
-        Retrieval scores a fragment by its best passage (max over the passages' vectors):
-        measured with this model and brute-force search, SciFact nDCG@10 train 0.660 → 0.675,
-        test 0.645 → 0.655 against the head alone (docs/retrieval-quality.md, "Long
-        documents")."""
+        The dense leg scores a long fragment with its best passage (``dense.PASSAGE_WEIGHT``):
+        measured with this model and brute-force search, SciFact nDCG@10 train 0.660 → 0.677,
+        test 0.645 → 0.655 against the head alone (docs/retrieval-quality.md, "Long documents
+        and long queries")."""
         window = self.max_tokens - 2  # [CLS] and [SEP]
         # Under the model's lock: a fast tokenizer used by two threads at once (an ingestion
         # thread planning while the encoder thread encodes) fails with "Already borrowed".
