@@ -10,6 +10,7 @@ from contexts.indexing import index_path
 from contexts.search import open_index
 from contexts.services.fragments import fragments_changed
 from contexts.services.partitions import drop_partition, ensure_partition
+from contexts.tasks import reindex
 
 logger = logging.getLogger(__name__)
 
@@ -36,8 +37,8 @@ def follow_fragment_changes(sender, fragment_ids: list[int], indexed: bool = Fal
     ``indexed``: the sender (ingestion) already embedded and indexed these fragments."""
     if indexed:
         return
-    from contexts.tasks import reindex
-
+    # The signal is sent once the change has committed (services.fragments), so the worker
+    # never reads the fragments before they exist.
     try:
         reindex.delay(fragment_ids)
     except Exception:  # noqa: BLE001 - the change is committed; the index can be rebuilt
