@@ -1,9 +1,9 @@
 """A fragment longer than the model's window gets one vector per passage (`passage` 0 is the
-head, as before); the dense leg scores a fragment by its best passage.
+head, as before); the dense leg scores a fragment with its best passage (ADR 0014).
 
 The table is created by SQL in migration 0002 (LIST-partitioned by organization), so the column
-is added by SQL too; existing rows are heads (`DEFAULT 0`), and `reembed` or re-ingestion adds
-the passages of long fragments.
+is added by SQL too; existing rows are heads (`DEFAULT 0`), and `manage.py reembed` (a new
+generation) adds the passages of long fragments.
 """
 
 from django.db import migrations, models
