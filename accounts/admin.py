@@ -4,7 +4,16 @@ from django.contrib import admin
 from django.urls import URLPattern, path
 from guardian.admin import GuardedModelAdmin as _GuardedModelAdmin
 
-from accounts.models import ApiToken, Membership, Organization, Persona, Repository, Scope, Session
+from accounts.models import (
+    ApiToken,
+    Membership,
+    Organization,
+    Persona,
+    Repository,
+    Scope,
+    Session,
+    TokenScope,
+)
 
 
 class GuardedModelAdmin(_GuardedModelAdmin):
@@ -69,8 +78,18 @@ class ScopeAdmin(admin.ModelAdmin):
         return False
 
 
+class TokenScopeInline(admin.TabularInline):
+    """A token's scopes (``ApiToken.scopes`` has a through model, which Django's form leaves
+    out); each row takes the token's organization."""
+
+    model = TokenScope
+    extra = 0
+    raw_id_fields = ("scope",)
+
+
 @admin.register(ApiToken)
 class ApiTokenAdmin(admin.ModelAdmin):
+    inlines = [TokenScopeInline]
     list_display = ("name", "prefix", "org", "created_at", "expires_at", "revoked_at",
                     "last_used_at")
     list_filter = ("org",)

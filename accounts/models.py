@@ -15,8 +15,10 @@ import secrets
 
 from django.conf import settings
 from django.core.validators import MinValueValidator, RegexValidator
-from django.db import models, transaction
+from django.db import connection, models, transaction
 from django.utils import timezone
+
+from accounts.tenancy import OrgFromParent
 
 SLUG_VALIDATOR = RegexValidator(
     r"^[a-z0-9][a-z0-9_-]{0,62}$",
@@ -52,6 +54,14 @@ class ScopeKind(models.TextChoices):
     CONTEXT = "context", "context"
 
 
+def tenant_public_id(max_length: int = 32, **kwargs) -> models.CharField:
+    """A public id in a tenant table: unique with the organization (a ``UniqueConstraint``
+    on ``(org, public_id)`` beside it — a distributed database enforces only keys that hold
+    the distribution column) and indexed alone for lookups by public id. Across
+    organizations it is unique by its randomness (70 bits), not by a constraint."""
+    return models.CharField(max_length=max_length, db_index=True, **kwargs)
+
+
 class Scope(models.Model):
     """One row per organization, repository, persona, session and context.
 
@@ -59,27 +69,41 @@ class Scope(models.Model):
     "this scope and everything under it" is a walk over one table.
     """
 
-    org = models.ForeignKey("Organization", on_delete=models.CASCADE, related_name="scopes",
-                            null=True)  # null only for the moment before the org row exists
+    # An organization's own scope is written before its row (ScopedObject.save takes the id
+    # first): the foreign key is checked at commit.
+    org = models.ForeignKey("Organization", on_delete=models.CASCADE, related_name="scopes")
     kind = models.CharField(max_length=8, choices=ScopeKind.choices)
+    # Foreign keys between tenant tables are composite in the database, (org_id, parent_id)
+    # → (org_id, id) (accounts migration 0003; docs/scale-out.md): Django's own single-column
+    # constraint is left out (db_constraint=False) and Django still does the cascading.
     parent = models.ForeignKey("self", on_delete=models.CASCADE, null=True, blank=True,
-                               related_name="children")
-    public_id = models.CharField(max_length=40, unique=True)
+                               related_name="children", db_constraint=False)
+    public_id = tenant_public_id(max_length=40)
     label = models.CharField(max_length=200)
 
     class Meta:
         indexes = [models.Index(fields=["org", "kind"])]
+        constraints = [
+            models.UniqueConstraint(fields=["org", "id"], name="scope_org_key"),
+            models.UniqueConstraint(fields=["org", "public_id"], name="scope_public_id_per_org"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.kind}:{self.label}"
 
 
 class ScopedObject(PublicIdModel):
-    """An object that owns a scope row, created with it in one transaction."""
+    """An object that owns a scope row, created with it in one transaction.
+
+    In a tenant table (every subclass but :class:`Organization`) the scope is one per
+    ``(org, scope)`` and the public id one per ``(org, public_id)`` — each subclass declares
+    those constraints — and the foreign key to the scope is the composite one of the
+    migrations."""
 
     SCOPE_KIND = ScopeKind.ORG
-    scope = models.OneToOneField(Scope, on_delete=models.RESTRICT, editable=False,
-                                 related_name="+")
+    public_id = tenant_public_id(editable=False)
+    scope = models.ForeignKey(Scope, on_delete=models.RESTRICT, editable=False,
+                              related_name="+", db_constraint=False)
 
     class Meta:
         abstract = True
@@ -88,17 +112,18 @@ class ScopedObject(PublicIdModel):
         with transaction.atomic():
             if not self.public_id:
                 self.public_id = new_public_id(self.PUBLIC_ID_PREFIX)
+            adding = self._state.adding and self.pk is None
             if self.scope_id is None:
                 self.scope = Scope.objects.create(
-                    org=self.scope_org(), kind=self.SCOPE_KIND, parent=self.scope_parent(),
-                    public_id=self.public_id, label=self.scope_label(),
+                    org_id=self.scope_org_id(), kind=self.SCOPE_KIND,
+                    parent=self.scope_parent(), public_id=self.public_id,
+                    label=self.scope_label(),
                 )
             elif self.scope.label != self.scope_label():
                 Scope.objects.filter(pk=self.scope_id).update(label=self.scope_label())
+            if adding and self.pk is not None:  # an organization took its id first
+                kwargs["force_insert"] = True
             super().save(*args, **kwargs)
-            if self.scope.org_id is None and isinstance(self, Organization):
-                Scope.objects.filter(pk=self.scope_id).update(org=self)
-                self.scope.org = self
 
     def delete(self, *args, **kwargs):
         scope_id = self.scope_id
@@ -113,13 +138,25 @@ class ScopedObject(PublicIdModel):
     def scope_label(self) -> str:
         raise NotImplementedError
 
-    def scope_org(self) -> Organization | None:
-        return None
+    def scope_org(self) -> Organization:
+        raise NotImplementedError
+
+    def scope_org_id(self) -> int:
+        return self.scope_org().pk
 
 
 class Organization(ScopedObject):
+    """The root of the tenancy: a reference table, not distributed (docs/scale-out.md) — its
+    slug and public id are unique across the installation, and every tenant table refers to
+    it by ``org_id``."""
+
     PUBLIC_ID_PREFIX = "org"
     SCOPE_KIND = ScopeKind.ORG
+    public_id = models.CharField(max_length=32, unique=True, editable=False)
+    # A reference table may not hold a foreign key into a distributed one, so this one has no
+    # database constraint; the scope points back with its org_id (NOT NULL, a foreign key).
+    scope = models.OneToOneField(Scope, on_delete=models.RESTRICT, editable=False,
+                                 related_name="+", db_constraint=False)
     slug = models.SlugField(max_length=63, unique=True, validators=[SLUG_VALIDATOR])
     name = models.CharField(max_length=200)
     created_at = models.DateTimeField(default=timezone.now)
@@ -138,6 +175,16 @@ class Organization(ScopedObject):
     def scope_label(self) -> str:
         return self.slug
 
+    def scope_org_id(self) -> int:
+        """The organization's own id, taken from its sequence before the row is written, so
+        that its scope row carries it from the start (org_id is NOT NULL there)."""
+        if self.pk is None:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT nextval(pg_get_serial_sequence(%s, 'id'))",
+                               [self._meta.db_table])
+                self.pk = cursor.fetchone()[0]
+        return self.pk
+
 
 class Repository(ScopedObject):
     PUBLIC_ID_PREFIX = "repo"
@@ -151,7 +198,12 @@ class Repository(ScopedObject):
     class Meta:
         ordering = ["org__slug", "slug"]
         verbose_name_plural = "repositories"
-        constraints = [models.UniqueConstraint(fields=["org", "slug"], name="repo_slug_per_org")]
+        constraints = [
+            models.UniqueConstraint(fields=["org", "slug"], name="repo_slug_per_org"),
+            models.UniqueConstraint(fields=["org", "id"], name="repository_org_key"),
+            models.UniqueConstraint(fields=["org", "public_id"], name="repository_public_id"),
+            models.UniqueConstraint(fields=["org", "scope"], name="repository_scope"),
+        ]
         permissions = [
             ("curate_repository", "Curate fragments in the repository"),
             ("pin_repository", "Pin fragments in the repository"),
@@ -199,7 +251,10 @@ class Persona(ScopedObject):
     class Meta:
         ordering = ["org__slug", "slug"]
         constraints = [
-            models.UniqueConstraint(fields=["org", "slug"], name="persona_slug_per_org")
+            models.UniqueConstraint(fields=["org", "slug"], name="persona_slug_per_org"),
+            models.UniqueConstraint(fields=["org", "id"], name="persona_org_key"),
+            models.UniqueConstraint(fields=["org", "public_id"], name="persona_public_id"),
+            models.UniqueConstraint(fields=["org", "scope"], name="persona_scope"),
         ]
         permissions = [
             ("curate_persona", "Curate fragments in the persona"),
@@ -227,9 +282,9 @@ class Session(ScopedObject):
     SCOPE_KIND = ScopeKind.SESSION
     org = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="sessions")
     repository = models.ForeignKey(Repository, on_delete=models.SET_NULL, null=True, blank=True,
-                                   related_name="sessions")
+                                   related_name="sessions", db_constraint=False)
     persona = models.ForeignKey(Persona, on_delete=models.SET_NULL, null=True, blank=True,
-                                related_name="sessions")
+                                related_name="sessions", db_constraint=False)
     external_id = models.CharField(max_length=120, help_text="e.g. iss_2026-03-19-A91")
     created_at = models.DateTimeField(default=timezone.now)
     expires_at = models.DateTimeField(null=True, blank=True)
@@ -237,7 +292,9 @@ class Session(ScopedObject):
     class Meta:
         ordering = ["-created_at"]
         constraints = [
-            models.UniqueConstraint(fields=["org", "external_id"], name="session_id_per_org")
+            models.UniqueConstraint(fields=["org", "external_id"], name="session_id_per_org"),
+            models.UniqueConstraint(fields=["org", "public_id"], name="session_public_id"),
+            models.UniqueConstraint(fields=["org", "scope"], name="session_scope"),
         ]
         permissions = [
             ("curate_session", "Curate fragments in the session"),
@@ -305,11 +362,13 @@ class ApiToken(PublicIdModel):
     """An agent's credential, bound to a fixed set of scopes; stored hashed, shown once."""
 
     PUBLIC_ID_PREFIX = "tok"
+    public_id = tenant_public_id(editable=False)
     name = models.CharField(max_length=120)
     org = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="tokens")
-    prefix = models.CharField(max_length=16, unique=True, help_text="visible part of the token")
+    # Unique with the organization, like the public id; authentication looks it up alone.
+    prefix = models.CharField(max_length=16, db_index=True, help_text="visible part of the token")
     secret_hash = models.CharField(max_length=64)
-    scopes = models.ManyToManyField(Scope, related_name="tokens")
+    scopes = models.ManyToManyField(Scope, related_name="tokens", through="TokenScope")
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL,
                                    null=True, blank=True, related_name="+")
     created_at = models.DateTimeField(default=timezone.now)
@@ -319,6 +378,11 @@ class ApiToken(PublicIdModel):
 
     class Meta:
         ordering = ["-created_at"]
+        constraints = [
+            models.UniqueConstraint(fields=["org", "id"], name="apitoken_org_key"),
+            models.UniqueConstraint(fields=["org", "public_id"], name="apitoken_public_id"),
+            models.UniqueConstraint(fields=["org", "prefix"], name="apitoken_prefix"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.name} ({self.prefix}…)"
@@ -340,3 +404,24 @@ class ApiToken(PublicIdModel):
         if len(parts) != 3 or parts[0] != TOKEN_PREFIX or not parts[1] or not parts[2]:
             return None
         return parts[1], parts[2]
+
+
+class TokenScope(OrgFromParent):
+    """A token's binding to one scope (the table Django created for ``ApiToken.scopes``,
+    with the organization added)."""
+
+    ORG_FROM = ("apitoken", "scope")
+    org = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="+",
+                            db_index=False, editable=False)  # the unique key leads
+    apitoken = models.ForeignKey(ApiToken, on_delete=models.CASCADE, related_name="bindings",
+                                 db_constraint=False)
+    scope = models.ForeignKey(Scope, on_delete=models.CASCADE, related_name="+",
+                              db_constraint=False)
+
+    class Meta:
+        db_table = "accounts_apitoken_scopes"
+        constraints = [models.UniqueConstraint(fields=["org", "apitoken", "scope"],
+                                               name="one_token_scope")]
+
+    def __str__(self) -> str:
+        return f"{self.apitoken_id} → {self.scope_id}"

@@ -3,6 +3,7 @@ from django.contrib import admin
 from contexts.models import (
     AuditEvent,
     Context,
+    ContextOwner,
     ContextSubscription,
     EmbeddingGeneration,
     Fragment,
@@ -27,6 +28,20 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request, obj=None) -> bool:
         return False
+
+
+class OwnerInline(admin.TabularInline):
+    """A context's owners (``Context.owners`` has a through model, which Django's form leaves
+    out); each row takes the context's organization."""
+
+    model = ContextOwner
+    extra = 0
+    raw_id_fields = ("user",)
+
+
+@admin.register(Context)
+class ContextAdmin(admin.ModelAdmin):
+    inlines = [OwnerInline]
 
 
 class VersionInline(admin.TabularInline):
@@ -125,7 +140,6 @@ class SourceDocumentAdmin(admin.ModelAdmin):
 # Pointers (ingestion, merges), pins (the pin service), citation links (ingestion, merges,
 # supersession) and nudges (their answers) each have their own door: read-only here.
 admin.site.register(SourcePointer, ReadOnlyAdmin)
-admin.site.register(Context)
 admin.site.register(ContextSubscription)
 admin.site.register(Pin, ReadOnlyAdmin)
 admin.site.register(Link, ReadOnlyAdmin)

@@ -2,12 +2,13 @@
 embeddings, nudges and the audit log. See ``docs/data-model.md``."""
 
 from contexts.models.audit import AuditEvent
-from contexts.models.bundles import Context, ContextSubscription
+from contexts.models.bundles import Context, ContextOwner, ContextSubscription
 from contexts.models.dedup import DedupCandidate, DedupState, StalenessScan
 from contexts.models.embeddings import Embedding, EmbeddingGeneration, VectorCache
 from contexts.models.evaluation import EvalRun
 from contexts.models.fragments import (
     Fragment,
+    FragmentContext,
     FragmentKind,
     FragmentStatus,
     FragmentVersion,
@@ -23,6 +24,7 @@ from contexts.models.uploads import UploadBlob
 __all__ = [
     "AuditEvent",
     "Context",
+    "ContextOwner",
     "ContextSubscription",
     "DedupCandidate",
     "DedupState",
@@ -30,6 +32,7 @@ __all__ = [
     "EmbeddingGeneration",
     "EvalRun",
     "Fragment",
+    "FragmentContext",
     "FragmentKind",
     "FragmentStatus",
     "FragmentVersion",

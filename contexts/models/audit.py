@@ -11,12 +11,11 @@ from contexts.models.fragments import ImmutableModel
 
 
 class AuditEvent(ImmutableModel):
-    org = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="audit_events",
-                            null=True, blank=True)
+    org = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="audit_events")
     actor = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True,
                               blank=True, related_name="+")
     actor_token = models.ForeignKey(ApiToken, on_delete=models.SET_NULL, null=True, blank=True,
-                                    related_name="+")
+                                    related_name="+", db_constraint=False)
     action = models.CharField(max_length=40)
     object_type = models.CharField(max_length=40)
     object_id = models.CharField(max_length=64, help_text="the object's public id")

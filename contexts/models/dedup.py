@@ -32,9 +32,9 @@ class DedupCandidate(models.Model):
     org = models.ForeignKey(Organization, on_delete=models.CASCADE,
                             related_name="dedup_candidates")
     fragment_a = models.ForeignKey("contexts.Fragment", on_delete=models.CASCADE,
-                                   related_name="+")
+                                   related_name="+", db_constraint=False)
     fragment_b = models.ForeignKey("contexts.Fragment", on_delete=models.CASCADE,
-                                   related_name="+")
+                                   related_name="+", db_constraint=False)
     distance = models.PositiveSmallIntegerField(null=True, blank=True,
                                                 help_text="SimHash Hamming distance")
     cosine = models.FloatField(null=True, blank=True,
@@ -46,13 +46,14 @@ class DedupCandidate(models.Model):
                                    null=True, blank=True, related_name="+")
     decided_at = models.DateTimeField(null=True, blank=True)
     kept = models.ForeignKey("contexts.Fragment", on_delete=models.SET_NULL, null=True,
-                             blank=True, related_name="+",
+                             blank=True, related_name="+", db_constraint=False,
                              help_text="the canonical fragment, once merged")
 
     class Meta:
         ordering = ["-proposed_at"]
         constraints = [
-            models.UniqueConstraint(fields=["fragment_a", "fragment_b"], name="one_dedup_pair"),
+            models.UniqueConstraint(fields=["org", "fragment_a", "fragment_b"],
+                                    name="one_dedup_pair"),
             models.CheckConstraint(condition=models.Q(fragment_a__lt=models.F("fragment_b")),
                                    name="dedup_pair_ordered"),
         ]

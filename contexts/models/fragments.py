@@ -10,7 +10,8 @@ from django.contrib.postgres.indexes import GinIndex
 from django.db import models
 from django.utils import timezone
 
-from accounts.models import Organization, Scope
+from accounts.models import Organization, Scope, tenant_public_id
+from accounts.tenancy import OrgFromParent
 from contexts.compression import packed_tokens
 
 
@@ -47,15 +48,20 @@ class Fragment(models.Model):
     filter on it; :mod:`contexts.services.fragments` keeps it in step.
     """
 
-    uid = models.UUIDField(unique=True, default=uuid.uuid4, editable=False,
+    # Unique with the organization (as every key of a tenant table), indexed alone.
+    uid = models.UUIDField(default=uuid.uuid4, editable=False, db_index=True,
                            help_text="UUID5 of source + anchor for ingested fragments")
-    public_id = models.CharField(max_length=32, unique=True, editable=False)
+    public_id = tenant_public_id(editable=False)
     org = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="fragments")
     # RESTRICT, not PROTECT: deleting the organization deletes both, deleting a scope alone
-    # with fragments in it is refused.
-    scope = models.ForeignKey(Scope, on_delete=models.RESTRICT, related_name="fragments")
+    # with fragments in it is refused. Foreign keys between tenant tables are composite in the
+    # database, (org_id, scope_id) → (org_id, id) (migration 0024, docs/scale-out.md):
+    # Django's single-column constraint is left out, Django still does the on_delete part.
+    scope = models.ForeignKey(Scope, on_delete=models.RESTRICT, related_name="fragments",
+                              db_constraint=False)
     scope_ids = ArrayField(models.IntegerField(), default=list)
-    contexts = models.ManyToManyField("contexts.Context", blank=True, related_name="fragments")
+    contexts = models.ManyToManyField("contexts.Context", blank=True, related_name="fragments",
+                                      through="contexts.FragmentContext")
 
     kind = models.CharField(max_length=20, choices=FragmentKind.choices,
                             default=FragmentKind.PROSE)
@@ -82,7 +88,7 @@ class Fragment(models.Model):
     status = models.CharField(max_length=12, choices=FragmentStatus.choices,
                               default=FragmentStatus.ACTIVE, db_index=True)
     superseded_by = models.ForeignKey("self", on_delete=models.SET_NULL, null=True, blank=True,
-                                      related_name="supersedes")
+                                      related_name="supersedes", db_constraint=False)
     # Bitemporal: valid_* is when the knowledge held in the world, recorded_at when we learnt it.
     valid_from = models.DateTimeField(default=timezone.now)
     valid_to = models.DateTimeField(null=True, blank=True)
@@ -103,6 +109,11 @@ class Fragment(models.Model):
             GinIndex(fields=["scope_ids"], name="fragment_scope_ids_gin"),
             models.Index(fields=["org", "status", "kind"]),
             models.Index(fields=["owner", "status"]),
+        ]
+        constraints = [
+            models.UniqueConstraint(fields=["org", "id"], name="fragment_org_key"),
+            models.UniqueConstraint(fields=["org", "uid"], name="fragment_uid"),
+            models.UniqueConstraint(fields=["org", "public_id"], name="fragment_public_id"),
         ]
 
     def __str__(self) -> str:
@@ -136,8 +147,33 @@ class ImmutableModel(models.Model):
         super().save(*args, **kwargs)
 
 
-class FragmentVersion(ImmutableModel):
-    fragment = models.ForeignKey(Fragment, on_delete=models.CASCADE, related_name="versions")
+class FragmentContext(OrgFromParent):
+    """A fragment's membership of a context (the table Django created for
+    ``Fragment.contexts``, with the organization added)."""
+
+    ORG_FROM = ("fragment", "context")
+    org = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="+",
+                            db_index=False, editable=False)  # the unique key leads
+    fragment = models.ForeignKey(Fragment, on_delete=models.CASCADE, related_name="+",
+                                 db_constraint=False)
+    context = models.ForeignKey("contexts.Context", on_delete=models.CASCADE, related_name="+",
+                                db_constraint=False)
+
+    class Meta:
+        db_table = "contexts_fragment_contexts"
+        constraints = [models.UniqueConstraint(fields=["org", "fragment", "context"],
+                                               name="one_fragment_context")]
+
+    def __str__(self) -> str:
+        return f"{self.fragment_id} in {self.context_id}"
+
+
+class FragmentVersion(OrgFromParent, ImmutableModel):
+    ORG_FROM = ("fragment",)
+    org = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="+",
+                            db_index=False, editable=False)  # the unique key leads
+    fragment = models.ForeignKey(Fragment, on_delete=models.CASCADE, related_name="versions",
+                                 db_constraint=False)
     number = models.PositiveIntegerField()
     title = models.CharField(max_length=300, blank=True)
     body = models.TextField()
@@ -150,18 +186,24 @@ class FragmentVersion(ImmutableModel):
     class Meta:
         ordering = ["fragment", "-number"]
         constraints = [
-            models.UniqueConstraint(fields=["fragment", "number"], name="one_version_number")
+            models.UniqueConstraint(fields=["org", "fragment", "number"],
+                                    name="one_version_number")
         ]
 
     def __str__(self) -> str:
         return f"{self.fragment.public_id} v{self.number}"
 
 
-class Pin(models.Model):
+class Pin(OrgFromParent):
     """Puts a fragment at the top of a scope's retrievals, in ``position`` order."""
 
-    fragment = models.ForeignKey(Fragment, on_delete=models.CASCADE, related_name="pins")
-    scope = models.ForeignKey(Scope, on_delete=models.CASCADE, related_name="pins")
+    ORG_FROM = ("fragment", "scope")
+    org = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="+",
+                            db_index=False, editable=False)  # the unique key leads
+    fragment = models.ForeignKey(Fragment, on_delete=models.CASCADE, related_name="pins",
+                                 db_constraint=False)
+    scope = models.ForeignKey(Scope, on_delete=models.CASCADE, related_name="pins",
+                              db_constraint=False)
     pinned_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL,
                                   null=True, blank=True, related_name="+")
     reason = models.CharField(max_length=300, blank=True)
@@ -171,7 +213,8 @@ class Pin(models.Model):
 
     class Meta:
         ordering = ["scope", "position", "created_at"]
-        constraints = [models.UniqueConstraint(fields=["fragment", "scope"], name="one_pin")]
+        constraints = [models.UniqueConstraint(fields=["org", "fragment", "scope"],
+                                               name="one_pin")]
 
     def __str__(self) -> str:
         return f"pin {self.fragment.public_id} in {self.scope}"
@@ -188,17 +231,23 @@ class LinkKind(models.TextChoices):
     SUPERSEDES = "supersedes", "supersedes"
 
 
-class Link(models.Model):
+class Link(OrgFromParent):
     """A citation edge: ``source`` cites ``target``; authority is computed over these."""
 
-    source = models.ForeignKey(Fragment, on_delete=models.CASCADE, related_name="links_out")
-    target = models.ForeignKey(Fragment, on_delete=models.CASCADE, related_name="links_in")
+    ORG_FROM = ("source", "target")
+    org = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="+",
+                            db_index=False, editable=False)  # the unique key leads
+    source = models.ForeignKey(Fragment, on_delete=models.CASCADE, related_name="links_out",
+                               db_constraint=False)
+    target = models.ForeignKey(Fragment, on_delete=models.CASCADE, related_name="links_in",
+                               db_constraint=False)
     kind = models.CharField(max_length=16, choices=LinkKind.choices, default=LinkKind.REFERENCE)
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["source", "target", "kind"], name="one_link")
+            models.UniqueConstraint(fields=["org", "source", "target", "kind"],
+                                    name="one_link")
         ]
 
     def __str__(self) -> str:

@@ -6,6 +6,9 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
+from accounts.models import Organization
+from accounts.tenancy import OrgFromParent
+
 
 class NudgeState(models.TextChoices):
     OPEN = "open", "open"
@@ -20,9 +23,12 @@ class NudgeAnswer(models.TextChoices):
     HANDED_OVER = "handed_over", "handed over"
 
 
-class Nudge(models.Model):
+class Nudge(OrgFromParent):
+    ORG_FROM = ("fragment",)
+    org = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="+",
+                            editable=False)
     fragment = models.ForeignKey("contexts.Fragment", on_delete=models.CASCADE,
-                                 related_name="nudges")
+                                 related_name="nudges", db_constraint=False)
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE,
                               related_name="nudges")
     reasons = models.JSONField(default=list, help_text="[{code, detail}] — why it is stale")
@@ -38,7 +44,8 @@ class Nudge(models.Model):
     class Meta:
         ordering = ["-created_at"]
         constraints = [
-            models.UniqueConstraint(fields=["fragment"], condition=~models.Q(state="answered"),
+            models.UniqueConstraint(fields=["org", "fragment"],
+                                    condition=~models.Q(state="answered"),
                                     name="one_open_nudge_per_fragment")
         ]
 

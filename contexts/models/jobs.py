@@ -6,7 +6,7 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
-from accounts.models import Organization, PublicIdModel, Scope
+from accounts.models import Organization, PublicIdModel, Scope, tenant_public_id
 
 
 class JobState(models.TextChoices):
@@ -25,11 +25,13 @@ class IngestionJob(PublicIdModel):
     """
 
     PUBLIC_ID_PREFIX = "job"
+    public_id = tenant_public_id(editable=False)
     org = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="jobs")
     scope = models.ForeignKey(Scope, on_delete=models.CASCADE, related_name="jobs",
-                              help_text="home scope of the fragments this job writes")
+                              help_text="home scope of the fragments this job writes",
+                              db_constraint=False)
     context = models.ForeignKey("contexts.Context", on_delete=models.SET_NULL, null=True,
-                                blank=True, related_name="jobs")
+                                blank=True, related_name="jobs", db_constraint=False)
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True,
                               blank=True, related_name="+",
                               help_text="default owner of new fragments")
@@ -61,6 +63,9 @@ class IngestionJob(PublicIdModel):
 
     class Meta:
         ordering = ["-created_at"]
+        constraints = [
+            models.UniqueConstraint(fields=["org", "public_id"], name="ingestionjob_public_id"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.public_id} {self.source} ({self.state})"

@@ -6,12 +6,13 @@ from django.db import models
 from django.utils import timezone
 
 from accounts.models import Organization, Repository
+from accounts.tenancy import OrgFromParent
 
 
 class SourceDocument(models.Model):
     org = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="documents")
     repository = models.ForeignKey(Repository, on_delete=models.CASCADE, null=True, blank=True,
-                                   related_name="documents")
+                                   related_name="documents", db_constraint=False)
     path = models.CharField(max_length=1000)
     language = models.CharField(max_length=32, blank=True)
     author = models.CharField(max_length=200, blank=True)
@@ -30,20 +31,24 @@ class SourceDocument(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["org", "repository", "path"],
                                     name="one_document_per_path",
-                                    nulls_distinct=False)
+                                    nulls_distinct=False),
+            models.UniqueConstraint(fields=["org", "id"], name="sourcedocument_org_key"),
         ]
 
     def __str__(self) -> str:
         return self.path
 
 
-class SourcePointer(models.Model):
+class SourcePointer(OrgFromParent):
     """Fragment ↔ document at an anchor; a deduplicated fragment keeps one per source."""
 
+    ORG_FROM = ("document", "fragment")
+    org = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="+",
+                            db_index=False, editable=False)  # the unique key leads
     fragment = models.ForeignKey("contexts.Fragment", on_delete=models.CASCADE,
-                                 related_name="sources")
+                                 related_name="sources", db_constraint=False)
     document = models.ForeignKey(SourceDocument, on_delete=models.CASCADE,
-                                 related_name="pointers")
+                                 related_name="pointers", db_constraint=False)
     anchor = models.CharField(max_length=500)
     start_line = models.PositiveIntegerField(null=True, blank=True)
     end_line = models.PositiveIntegerField(null=True, blank=True)
@@ -54,7 +59,8 @@ class SourcePointer(models.Model):
     class Meta:
         ordering = ["document__path", "start_line"]
         constraints = [
-            models.UniqueConstraint(fields=["document", "anchor"], name="one_pointer_per_anchor")
+            models.UniqueConstraint(fields=["org", "document", "anchor"],
+                                    name="one_pointer_per_anchor")
         ]
 
     def __str__(self) -> str:

@@ -8,7 +8,7 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
-from accounts.models import ApiToken, Organization, PublicIdModel
+from accounts.models import ApiToken, Organization, PublicIdModel, tenant_public_id
 
 
 class RetrievalTrace(PublicIdModel):
@@ -17,9 +17,10 @@ class RetrievalTrace(PublicIdModel):
     """
 
     PUBLIC_ID_PREFIX = "tr"
+    public_id = tenant_public_id(editable=False)
     org = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="traces")
     token = models.ForeignKey(ApiToken, on_delete=models.SET_NULL, null=True, blank=True,
-                              related_name="traces")
+                              related_name="traces", db_constraint=False)
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True,
                              blank=True, related_name="+")
     query = models.TextField()
@@ -43,6 +44,9 @@ class RetrievalTrace(PublicIdModel):
     class Meta:
         ordering = ["-created_at"]
         indexes = [models.Index(fields=["org", "-created_at"])]
+        constraints = [
+            models.UniqueConstraint(fields=["org", "public_id"], name="retrievaltrace_public_id"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.public_id} {self.query[:60]!r}"
