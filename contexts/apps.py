@@ -8,7 +8,11 @@ class ContextsConfig(AppConfig):
 
     def ready(self) -> None:
         from accounts.tokens import token_changed
-        from contexts import signals  # noqa: F401 - connects receivers
+        from contexts import (
+            follower,
+            metrics,
+            signals,  # noqa: F401 - connects receivers
+        )
         from contexts.governance import nudges
         from contexts.ids import register_converters
         from contexts.services.fragments import fragments_changed
@@ -22,3 +26,4 @@ class ContextsConfig(AppConfig):
         # of edited fragments open until the next scan.
         fragments_changed.connect(nudges.follow_fragment_changes,
                                   dispatch_uid="governance.nudges.reconcile")
+        metrics.add_scrape_collector(follower.LAG_COLLECTOR)

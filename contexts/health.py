@@ -1,8 +1,10 @@
 """Health endpoints.
 
 - ``GET /livez``: the process answers (no dependency is asked). Public.
-- ``GET /readyz``: the database answers ``SELECT 1``. Redis or a worker being down does not make
-  a node unready: it still serves retrievals and reads (writes answer 503 meanwhile, see
+- ``GET /readyz``: the database answers ``SELECT 1`` and this node's lexical index follower
+  completed a pass and is within ``INDEX_MAX_LAG`` seconds of every organization's change feed
+  (``contexts.follower.ready``). Redis or a worker being down does not make a node unready: it
+  still serves retrievals and reads (writes answer 503 meanwhile, see
   ``contexts.availability``). Public, and says nothing but ready or not: load balancers,
   Compose and the Dockerfile's ``HEALTHCHECK`` use it.
 - ``GET /healthz``: database (with pgvector), Redis and Celery, each checked for real, with
@@ -20,6 +22,7 @@ from django.http import HttpRequest, JsonResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
+from contexts import follower
 from contexts.restricted import restricted
 
 logger = logging.getLogger(__name__)
@@ -81,13 +84,21 @@ def readyz(request: HttpRequest) -> JsonResponse:
         with connection.cursor() as cursor:
             cursor.execute("SELECT 1")
             cursor.fetchone()
+        index_ready, reason = follower.ready()
     except Exception as exc:  # noqa: BLE001 - any failure means not ready; /healthz says which
         # Terse on purpose: the reason (host, port, driver message) is for /healthz and logs.
         logger.warning("readyz: the database does not answer: %s: %s", type(exc).__name__, exc)
-        response = JsonResponse({"status": "unavailable"}, status=503)
-        response["Retry-After"] = "5"
-        return response
+        return _unavailable()
+    if not index_ready:
+        logger.warning("readyz: the lexical index is not ready: %s", reason)
+        return _unavailable()
     return JsonResponse({"status": "ready"})
+
+
+def _unavailable() -> JsonResponse:
+    response = JsonResponse({"status": "unavailable"}, status=503)
+    response["Retry-After"] = "5"
+    return response
 
 
 @never_cache

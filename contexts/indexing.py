@@ -1,8 +1,9 @@
 """Stage 4 — index: derived data (vectors in pgvector, text in tantivy) kept in step with
 PostgreSQL, the source of truth.
 
-Everything here can be rebuilt from the fragment table: ``rebuild_lexical_index`` does it for
-the tantivy index of one organization, ``embed_fragments`` for missing vectors.
+Everything here can be rebuilt from the fragment table: ``embed_fragments`` writes missing
+vectors; the tantivy index of each node is written only by ``contexts.follower``, from the
+change feed, with the documents :func:`lexical_doc` describes.
 """
 
 from __future__ import annotations
@@ -24,12 +25,9 @@ from contexts.embedder import Embedder, load_embedder, resolve_model
 from contexts.models import Embedding, EmbeddingGeneration, Fragment, FragmentStatus, VectorCache
 from contexts.models.embeddings import GenerationState
 from contexts.search import (
-    IndexSchemaMismatch,
-    IndexUnavailable,
     LexicalDoc,
     LexicalIndex,
     identifiers_from_text,
-    open_index,
 )
 
 logger = logging.getLogger(__name__)
@@ -214,74 +212,11 @@ def fragment_symbols(fragment: Fragment) -> list[str]:
     return [n for n in dict.fromkeys(names) if n != "module"]
 
 
-def sync_lexical(fragment_ids: Iterable[int]) -> None:
-    """Bring the lexical index in line with PostgreSQL for these fragments: active ones are
-    upserted, everything else removed (retired and superseded fragments are not searched)."""
-    fragments = list(Fragment.objects.filter(pk__in=set(fragment_ids))
-                     .prefetch_related("sources__document"))
-    by_org: dict[int, list[Fragment]] = {}
-    for fragment in fragments:
-        by_org.setdefault(fragment.org_id, []).append(fragment)
-    for org_id, group in by_org.items():
-        index = lexical_index(org_id)
-        live = [f for f in group if f.status == FragmentStatus.ACTIVE]
-        dead = [f.public_id for f in group if f.status != FragmentStatus.ACTIVE]
-        try:
-            if dead:
-                index.delete(dead)
-            if live:
-                index.upsert(lexical_doc(f, [p.document.path for p in f.sources.all()])
-                             for f in live)
-        except IndexSchemaMismatch:
-            # Built by an earlier version (a worker that started before `runstack` upgraded
-            # it): the rebuild from PostgreSQL writes these fragments too.
-            rebuild_lexical_index(Organization.objects.get(pk=org_id))
-
-
-def rebuild_lexical_index(org: Organization, batch: int = 2000) -> int:
-    """Recreate the organization's tantivy index from PostgreSQL; returns documents indexed."""
-    index = lexical_index(org)
-    try:
-        index.clear()
-    except (IndexSchemaMismatch, ValueError):
-        # Deleted or corrupted: tantivy cannot open it even to clear it. PostgreSQL holds
-        # everything the index does, so start from an empty one.
-        logger.warning("lexical index of org %s is unreadable; recreating it", org.pk)
-        index.recreate()
-    ids = list(Fragment.objects.filter(org=org, status=FragmentStatus.ACTIVE)
-               .values_list("pk", flat=True))
-    for start in range(0, len(ids), batch):
-        sync_lexical(ids[start:start + batch])
-    return index.count()
-
-
-def rebuild_outdated_indexes() -> list[str]:
-    """Rebuild every organization's index that an earlier version built with another schema
-    (``runstack`` runs this at start, ``rebuild_index --outdated`` on demand); returns the slugs
-    rebuilt. Until then the lexical leg reports ``lexical_index_unavailable`` and answers come
-    from the dense leg."""
-    rebuilt = []
-    for org in Organization.objects.order_by("pk"):
-        path = index_path(org)
-        if not (path / "meta.json").exists():
-            continue
-        try:
-            open_index(path, create=False)
-        except IndexSchemaMismatch:
-            logger.warning("lexical index of %s has an outdated schema; rebuilding", org.slug)
-            rebuild_lexical_index(org)
-            rebuilt.append(org.slug)
-        except (IndexUnavailable, ValueError):
-            continue  # unreadable for another reason: `rebuild_index --org` is the runbook
-    return rebuilt
-
-
-def reindex_fragments(fragment_ids: Iterable[int]) -> None:
-    """After a change: re-embed what lacks a vector for its current version, re-index text."""
-    ids = set(fragment_ids)
-    fragments = list(Fragment.objects.filter(pk__in=ids, status=FragmentStatus.ACTIVE))
+def stale_fragments(fragment_ids: Iterable[int]) -> list[Fragment]:
+    """The active ones of these fragments that lack a vector for their current version."""
     stale = []
-    for fragment in fragments:
+    for fragment in Fragment.objects.filter(pk__in=set(fragment_ids),
+                                            status=FragmentStatus.ACTIVE):
         generation = active_generation(fragment.namespace)
         current = Embedding.objects.filter(
             generation=generation, fragment_id=fragment.pk,
@@ -289,6 +224,11 @@ def reindex_fragments(fragment_ids: Iterable[int]) -> None:
         ).exists()
         if not current:
             stale.append(fragment)
-    if stale:
-        embed_fragments(stale)
-    sync_lexical(ids)
+    return stale
+
+
+def embed_changed(fragment_ids: Iterable[int]) -> int:
+    """After a change: embed what lacks a vector for its current version. (The text follows
+    through the change feed: ``contexts.follower``.)"""
+    stale = stale_fragments(fragment_ids)
+    return embed_fragments(stale) if stale else 0

@@ -14,12 +14,14 @@ import os
 from django.http import HttpRequest, HttpResponse
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
+    REGISTRY,
     CollectorRegistry,
     Counter,
     Histogram,
     generate_latest,
     multiprocess,
 )
+from prometheus_client.registry import Collector
 
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 
@@ -44,13 +46,24 @@ def observe_retrieval(timings_ms: dict[str, float], reranker: str, returned: int
     RETRIEVED_FRAGMENTS.inc(returned)
 
 
-def metrics_view(request: HttpRequest) -> HttpResponse:
-    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
-        registry = CollectorRegistry()
-        multiprocess.MultiProcessCollector(registry)
-        payload = generate_latest(registry)
-    else:
-        from prometheus_client import REGISTRY
+# Collectors that read their values when scraped (e.g. this node's index lag, from the database
+# and the index directory): registered by the modules that know the values (contexts.apps).
+_scrape_collectors: list[Collector] = []
 
+
+def add_scrape_collector(collector: Collector) -> None:
+    if collector not in _scrape_collectors:
+        _scrape_collectors.append(collector)
+
+
+def metrics_view(request: HttpRequest) -> HttpResponse:
+    registry = CollectorRegistry()
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        multiprocess.MultiProcessCollector(registry)
+        payload = b""
+    else:
         payload = generate_latest(REGISTRY)
+    for collector in _scrape_collectors:
+        registry.register(collector)
+    payload += generate_latest(registry)
     return HttpResponse(payload, content_type=CONTENT_TYPE_LATEST)

@@ -416,6 +416,19 @@ HNSW_EF_SEARCH = env_int("CONTEXTS_HNSW_EF_SEARCH", 200)
 DEFAULT_WEIGHTS = {"w_r": 0.7, "w_f": 0.15, "w_c": 0.1, "w_p": 0.05}
 FRESHNESS_HALFLIFE_DAYS = {"policy": 365.0, "default": 90.0}
 LEXICAL_INDEX_DIR = Path(env_str("CONTEXTS_INDEX_DIR", str(VAR_DIR / "index")))
+# Every node that serves retrieval keeps its own lexical index and follows the change feed
+# into it (contexts/follower.py, ADR 0015); "off" on a node that serves none (a worker node).
+INDEX_FOLLOWER = env_str("CONTEXTS_INDEX_FOLLOWER", "on").strip().lower() != "off"
+# This node's name in the follower table (pruning, /metrics); unique per index directory.
+NODE_NAME = env_str("CONTEXTS_NODE_NAME", "")
+# How often a node's follower looks for changes, and how far behind (seconds) its index may be
+# before retrievals say so in `degraded` and /readyz answers 503.
+INDEX_FOLLOW_INTERVAL = float(env_str("CONTEXTS_INDEX_FOLLOW_INTERVAL", "0.2"))
+INDEX_MAX_LAG = float(env_str("CONTEXTS_INDEX_MAX_LAG", "10"))
+# Feed rows are pruned once every follower seen in the last FEED_FOLLOWER_TTL_HOURS has passed
+# them, and whatever the followers, after FEED_RETENTION_DAYS (a node further behind rebuilds).
+FEED_FOLLOWER_TTL_HOURS = env_int("CONTEXTS_FEED_FOLLOWER_TTL_HOURS", 24)
+FEED_RETENTION_DAYS = env_int("CONTEXTS_FEED_RETENTION_DAYS", 7)
 INGEST_MAX_FILE_BYTES = env_int("CONTEXTS_INGEST_MAX_FILE_BYTES", 1_000_000)
 # Directories under which superusers may ingest server paths from the console; empty: nobody
 # may (the CLI is unaffected). See contexts/ingestion/server_paths.py.
@@ -484,6 +497,8 @@ CELERY_BEAT_SCHEDULE = {
                      "schedule": crontab(hour=4, minute=30)},
     # Uploads no job will read any more (contexts/services/uploads.py).
     "uploads-purge": {"task": "contexts.tasks.purge_uploads", "schedule": crontab(minute=15)},
+    # Change-feed rows every follower has passed (contexts/follower.py).
+    "feed-prune": {"task": "contexts.tasks.prune_change_feed", "schedule": crontab(minute=45)},
 }
 # Days a retrieval trace is kept; 0 keeps every trace.
 TRACE_RETENTION_DAYS = env_int("CONTEXTS_TRACE_RETENTION_DAYS", 30)

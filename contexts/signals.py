@@ -6,8 +6,8 @@ from django.db.models.signals import post_delete, post_save
 from django.dispatch import receiver
 
 from accounts.models import Organization
-from contexts.indexing import index_path
-from contexts.search import open_index
+from contexts import follower
+from contexts.services.change_feed import changes_committed
 from contexts.services.fragments import fragments_changed
 from contexts.services.partitions import drop_partition, ensure_partition
 from contexts.tasks import reindex
@@ -19,9 +19,10 @@ logger = logging.getLogger(__name__)
 def create_derived_structures(sender, instance: Organization, created: bool, **kwargs) -> None:
     if created:
         ensure_partition(instance.pk)
-        # An empty lexical index from the start: a missing one then always means a fault that
-        # retrieval reports (degraded) and rebuild_index repairs, never "no fragments yet".
-        open_index(index_path(instance))
+        # An empty lexical index from the start on this node (the other nodes' followers make
+        # theirs): a missing one then always means a fault that retrieval reports (degraded)
+        # and the follower repairs, never "no fragments yet".
+        follower.catch_up(instance.pk)
 
 
 @receiver(post_delete, sender=Organization)
@@ -32,9 +33,10 @@ def drop_embedding_partition(sender, instance: Organization, **kwargs) -> None:
 @receiver(fragments_changed)
 def follow_fragment_changes(sender, fragment_ids: list[int], indexed: bool = False,
                             **kwargs) -> None:
-    """Derived indexes follow every change; the worker does the work (the one index writer).
+    """Vectors follow every change; the worker computes them. (The text follows the change
+    feed: :func:`apply_own_changes` here, every node's follower elsewhere.)
 
-    ``indexed``: the sender (ingestion) already embedded and indexed these fragments."""
+    ``indexed``: the sender (ingestion) already embedded these fragments."""
     if indexed:
         return
     # The signal is sent once the change has committed (services.fragments), so the worker
@@ -43,3 +45,14 @@ def follow_fragment_changes(sender, fragment_ids: list[int], indexed: bool = Fal
         reindex.delay(fragment_ids)
     except Exception:  # noqa: BLE001 - the change is committed; the index can be rebuilt
         logger.exception("could not queue reindexing of %d fragments", len(fragment_ids))
+
+
+@receiver(changes_committed)
+def apply_own_changes(sender, org_ids: list[int], **kwargs) -> None:
+    """Read-your-writes: a process on a node that keeps an index applies the changes it has
+    just committed before answering (the node's follower would within its interval)."""
+    for org_id in org_ids:
+        try:
+            follower.catch_up(org_id)
+        except Exception:  # noqa: BLE001 - committed; the node's follower applies it anyway
+            logger.exception("could not apply the committed changes of org %s", org_id)

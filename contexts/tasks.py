@@ -11,9 +11,9 @@ from __future__ import annotations
 from celery import shared_task
 
 from accounts.models import Organization
-from contexts import usage
+from contexts import follower, usage
 from contexts.governance import tasks as governance_tasks  # noqa: F401 - registers them
-from contexts.indexing import rebuild_lexical_index, reindex_fragments
+from contexts.indexing import embed_changed
 from contexts.ingestion.jobs import run_job
 from contexts.search import IndexLockBusy
 from contexts.services import fragments as fragment_service
@@ -42,14 +42,14 @@ def reap_stale_jobs() -> dict[str, list[str]]:
 
 @shared_task(acks_late=True, **RETRY)
 def reindex(fragment_ids: list[int]) -> int:
-    reindex_fragments(fragment_ids)
-    return len(fragment_ids)
+    """After a change through the one door: the vectors (the text follows the change feed)."""
+    return embed_changed(fragment_ids)
 
 
 @shared_task(acks_late=True, **RETRY)
 def rebuild_index(org_id: int) -> int:
     org = Organization.objects.filter(pk=org_id).first()
-    return 0 if org is None else rebuild_lexical_index(org)
+    return 0 if org is None else follower.rebuild(org.pk)
 
 
 @shared_task(ignore_result=True)
@@ -68,6 +68,12 @@ def purge_old_traces() -> int:
 def purge_uploads() -> int:
     """Delete uploads no job will read (``contexts.services.uploads``)."""
     return uploads.purge()
+
+
+@shared_task(ignore_result=True)
+def prune_change_feed() -> int:
+    """Delete change-feed rows every node's follower has passed (``contexts.follower``)."""
+    return follower.prune()
 
 
 @shared_task(ignore_result=True)

@@ -59,6 +59,10 @@ TABLES: dict[str, tuple[str, str]] = {
     "contexts_ingestionjob": (TENANT, ""),
     "contexts_upload": (TENANT, "uploaded files waiting for their job"),
     "contexts_retrievaltrace": (TENANT, ""),
+    "contexts_change": (TENANT, "the change feed: an organization's changes, in order"),
+    "contexts_change_head": (TENANT, "the last sequence number of an organization's feed"),
+    "contexts_follower": (TENANT, "how far each node's index follower has got, per "
+                          "organization"),
     "contexts_embeddinggeneration": (REFERENCE, "one model per namespace for everyone; the "
                                      "embeddings refer to it"),
     "contexts_vectorcache": (LOCAL, "vectors by model and content hash, shared by every "

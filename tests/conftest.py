@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -262,3 +263,26 @@ def stop_worker(process: subprocess.Popen) -> None:
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
+
+
+@pytest.fixture
+def node_follower(settings, tmp_path):
+    """Start real index-follower threads on this process's node, as the web processes run
+    them (``contexts.follower.NodeFollower``); stopped at the end of the test."""
+    from contexts.follower import NodeFollower
+
+    settings.LEXICAL_INDEX_DIR = tmp_path / "node-index"
+    settings.INDEX_FOLLOW_INTERVAL = 0.05
+    started: list[tuple[NodeFollower, threading.Thread]] = []
+
+    def start() -> NodeFollower:
+        node = NodeFollower()
+        thread = threading.Thread(target=node.run, name="test-follower", daemon=True)
+        thread.start()
+        started.append((node, thread))
+        return node
+
+    yield start
+    for node, thread in started:
+        node.stop()
+        thread.join(10)

@@ -33,7 +33,7 @@ from django.utils import timezone
 
 from accounts.models import Organization, Repository, Scope
 from accounts.permissions import SYSTEM, may
-from contexts import indexing
+from contexts import follower, indexing
 from contexts.ingestion import target_lock
 from contexts.ingestion.chunk import CHUNKER_VERSION, chunk
 from contexts.ingestion.normalize import normalize
@@ -220,7 +220,10 @@ class Ingestor:
         if self.prune_missing:
             self._prune()
         self._write_links()
-        indexing.sync_lexical(self.stats.touched)
+        # This node's index caught up (a no-op on a worker node), so the job ends searchable here;
+        # every other node follows the feed.
+        if self.stats.touched:
+            follower.catch_up(self.target.org.pk)
         return self.stats
 
     def _groups(self, files: Iterable[SourceFile | Skipped]) -> Iterator[list[Planned]]:

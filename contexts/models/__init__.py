@@ -3,6 +3,7 @@ embeddings, nudges and the audit log. See ``docs/data-model.md``."""
 
 from contexts.models.audit import AuditEvent
 from contexts.models.bundles import Context, ContextOwner, ContextSubscription
+from contexts.models.changes import Change, ChangeHead, ChangeKind, Follower
 from contexts.models.dedup import DedupCandidate, DedupState, StalenessScan
 from contexts.models.embeddings import Embedding, EmbeddingGeneration, VectorCache
 from contexts.models.evaluation import EvalRun
@@ -23,6 +24,9 @@ from contexts.models.uploads import UploadBlob
 
 __all__ = [
     "AuditEvent",
+    "Change",
+    "ChangeHead",
+    "ChangeKind",
     "Context",
     "ContextOwner",
     "ContextSubscription",
@@ -35,6 +39,7 @@ __all__ = [
     "FragmentContext",
     "FragmentKind",
     "FragmentStatus",
+    "Follower",
     "FragmentVersion",
     "IngestionJob",
     "JobState",

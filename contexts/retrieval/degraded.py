@@ -14,8 +14,11 @@ from contexts.search import IndexSchemaMismatch, IndexUnavailable
 LEXICAL_INDEX_UNAVAILABLE = "lexical_index_unavailable"
 # Anything else went wrong in the lexical leg (a bug, or the host out of resources).
 LEXICAL_SEARCH_FAILED = "lexical_search_failed"
+# The leg answered, from an index more than INDEX_MAX_LAG seconds behind PostgreSQL (this
+# node's follower is stopped, or far behind): recent changes may be missing from it.
+LEXICAL_INDEX_BEHIND = "lexical_index_behind"
 
-CODES = frozenset({LEXICAL_INDEX_UNAVAILABLE, LEXICAL_SEARCH_FAILED})
+CODES = frozenset({LEXICAL_INDEX_UNAVAILABLE, LEXICAL_SEARCH_FAILED, LEXICAL_INDEX_BEHIND})
 
 
 def lexical_code(exc: BaseException) -> str:

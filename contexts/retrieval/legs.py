@@ -25,6 +25,10 @@ Ranked = list[tuple[int, float]]
 class Collected:
     ranked: Ranked
     timings: dict[str, float] = field(default_factory=dict)  # stage → milliseconds
+    # A leg that answered from a source it knows to be behind says so with a code
+    # (``contexts.retrieval.degraded``), and what the source was (the lexical index's mark).
+    degraded: str | None = None
+    source: dict | None = None
 
 
 class LegUnavailable(Exception):

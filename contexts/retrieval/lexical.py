@@ -16,9 +16,10 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 from django.conf import settings
 
+from contexts import follower
 from contexts.indexing import lexical_index
 from contexts.models import EmbeddingGeneration
-from contexts.retrieval.degraded import lexical_code
+from contexts.retrieval.degraded import LEXICAL_INDEX_BEHIND, lexical_code
 from contexts.retrieval.legs import Collected, LegUnavailable
 from contexts.retrieval.rows import CandidateRows
 from contexts.retrieval.types import RetrievalRequest
@@ -55,14 +56,28 @@ class LexicalLeg:
     name = "lexical"
 
     def start(self, request: RetrievalRequest) -> PendingLexical:
-        return PendingLexical(request, _pool.submit(_timed_search, request))
+        future = _pool.submit(_timed_search, request)
+        # Read while tantivy searches, before the row-level-security block: how far this
+        # node's index is behind the organization's change feed.
+        return PendingLexical(request, future, index_freshness(request.org_id))
+
+
+def index_freshness(org_id: int) -> dict | None:
+    """This node's index of the organization: its mark, the feed's head and the lag."""
+    if not follower.enabled():
+        return None
+    lag = follower.lag(org_id)
+    return {"mark": lag.mark, "head": lag.head, "lag_seconds": round(lag.seconds, 3),
+            "node": follower.node_name()}
 
 
 class PendingLexical:
     def __init__(self, request: RetrievalRequest,
-                 future: Future[tuple[list[tuple[str, float]], float]]) -> None:
+                 future: Future[tuple[list[tuple[str, float]], float]],
+                 freshness: dict | None = None) -> None:
         self.request = request
         self.future = future
+        self.freshness = freshness
 
     def collect(self, rows: CandidateRows,
                 generations: dict[str, EmbeddingGeneration]) -> Collected:
@@ -80,5 +95,9 @@ class PendingLexical:
         timings = {"lexical": searched_ms, "lexical_rows": _ms(started)}
         # Hits this request may not return (e.g. superseded, still in the index) have no row.
         pks = rows.pks()
+        behind = (self.freshness is not None
+                  and self.freshness["lag_seconds"] > settings.INDEX_MAX_LAG)
         return Collected([(pks[public_id], score) for public_id, score in hits
-                          if public_id in pks], timings)
+                          if public_id in pks], timings,
+                         degraded=LEXICAL_INDEX_BEHIND if behind else None,
+                         source=self.freshness)

@@ -69,7 +69,7 @@ def retrieve(request: RetrievalRequest, *, principal: Any = None, record_trace: 
     with retrieval_scope(request.scope_ids):
         given = inputs.read(request)
         rows = CandidateRows(request, wanted=given.pins)
-        ranked, degraded = _collect(pending, rows, given, clock)
+        ranked, degraded, sources = _collect(pending, rows, given, clock)
         with clock("fuse"):
             candidates, fusion, adaptive_choice = _fuse(request, ranked, rows)
         with clock("rerank"):
@@ -81,7 +81,8 @@ def retrieve(request: RetrievalRequest, *, principal: Any = None, record_trace: 
             packed = complete(compose.pack(candidates, rows.by_pk, request), rows)
     clock.timings["total"] = clock.since_start()
     result = RetrievalResult(packed, candidates, reranker.name, clock.timings, fusion,
-                             given.weights, degraded=degraded, adaptive=adaptive_choice)
+                             given.weights, degraded=degraded, adaptive=adaptive_choice,
+                             sources=sources)
     _after_answer(request, result, rows, given, principal, record_trace, defer)
     return result
 
@@ -92,11 +93,13 @@ def _legs(request: RetrievalRequest, embedding: QueryEmbedding | None) -> list[L
 
 
 def _collect(pending: dict[str, Pending], rows: CandidateRows, given: inputs.Inputs,
-             clock: _Clock) -> tuple[dict[str, Ranked], dict[str, str]]:
+             clock: _Clock) -> tuple[dict[str, Ranked], dict[str, str], dict[str, dict]]:
     """Each leg's ranked hits, lexical first (its statement reads the pins' rows along, while
-    the query vector is still on its way); leg → code for a leg that could not answer."""
+    the query vector is still on its way); leg → code for a leg that could not answer or
+    answered from a source behind; leg → what its source was (the lexical index's mark)."""
     ranked: dict[str, Ranked] = {}
     degraded: dict[str, str] = {}
+    sources: dict[str, dict] = {}
     for name in reversed(LEG_ORDER):
         if name not in pending:
             continue
@@ -107,8 +110,12 @@ def _collect(pending: dict[str, Pending], rows: CandidateRows, given: inputs.Inp
             continue
         ranked[name] = collected.ranked
         clock.timings.update(collected.timings)
+        if collected.degraded:
+            degraded[name] = collected.degraded
+        if collected.source is not None:
+            sources[name] = collected.source
     rows.read()  # the pins' rows, if no leg's statement read them
-    return {name: ranked[name] for name in LEG_ORDER if name in ranked}, degraded
+    return {name: ranked[name] for name in LEG_ORDER if name in ranked}, degraded, sources
 
 
 def _fuse(request: RetrievalRequest, ranked: dict[str, Ranked], rows: CandidateRows

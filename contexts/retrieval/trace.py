@@ -57,6 +57,8 @@ def build_trace(request: RetrievalRequest, result: RetrievalResult,
             "chunker": sorted({c.fragment.chunker_version for c in result.fragments}),
             "embedding": {ns: f"{g.model_name}@{g.model_version}"
                           for ns, g in generations.items()},
+            **({"lexical_index": result.sources["lexical"]} if "lexical" in result.sources
+               else {}),
         },
         timings_ms=result.timings_ms,
         degraded=result.degraded,

@@ -193,6 +193,8 @@ class RetrievalResult:
     degraded: dict[str, str] = field(default_factory=dict)
     # With adaptive fusion: the model's version, its features and the lexical share it chose.
     adaptive: dict | None = None
+    # leg → what it read: the lexical index's mark, the feed's head and the lag (ADR 0015).
+    sources: dict[str, dict] = field(default_factory=dict)
     # Set by the API for an empty answer: where the caller's readable fragments are instead
     # (contexts.usecases.org_scope).
     hint: str | None = None

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import tantivy
 
+from . import _saturation
 from . import _schema as s
 from . import _terms as t
 
@@ -242,6 +243,13 @@ class LexicalIndex:
     def count(self) -> int:
         return self._searcher().num_docs
 
+    def all_fragment_ids(self) -> list[str]:
+        """Every fragment id the index holds (for consistency checks, not for serving)."""
+        searcher = self._searcher()
+        hits = searcher.search(tantivy.Query.all_query(), max(searcher.num_docs, 1),
+                               count=False).hits
+        return [searcher.doc(address).get_first(s.FRAGMENT_ID) for _, address in hits]
+
     # -- search ---------------------------------------------------------------------------------
 
     def search(
@@ -274,12 +282,13 @@ class LexicalIndex:
         )
         # The searcher first: it opens the index without creating it.
         searcher = self._searcher()
-        text_query = self._text_query(query, boosts)
-        if text_query is None:
+        scored = self._text_query(query, boosts)
+        if scored is None:
             return []
+        text_query, term_weights = scored
         filters = self._filters(scopes, kind_values)
         hits = self._run(searcher, text_query, filters, limit)
-        return [(searcher.doc(address).get_first(s.FRAGMENT_ID), score) for score, address in hits]
+        return _saturation.resaturate(searcher, hits, term_weights)
 
     def _filters(self, scopes: list[int], kinds: list[str] | None) -> list[tantivy.Query]:
         schema = self.index.schema
@@ -311,8 +320,9 @@ class LexicalIndex:
         # count=False: we never show totals, and counting visits every match.
         return searcher.search(query, limit, count=False).hits
 
-    def _text_query(self, query: str, boosts: Mapping[str, float]) -> tantivy.Query | None:
-        """The scoring part of the query, an OR of:
+    def _text_query(self, query: str, boosts: Mapping[str, float]
+                    ) -> tuple[tantivy.Query, dict[str, float]] | None:
+        """The scoring part of the query and its text terms' weights; the query is an OR of:
 
         * every term of the query on the text field, weighted by how often it occurs — plain
           BM25 over title+body, as bm25s scores it (no query syntax: a pasted message full of
@@ -331,10 +341,11 @@ class LexicalIndex:
         schema = self.index.schema
         clauses: list[tuple[tantivy.Occur, tantivy.Query]] = []
         counts = self._bounded(analyzed.counts, MAX_QUERY_TERMS)
+        term_weights: dict[str, float] = {}
         if boosts.get(s.TEXT, 0.0) > 0.0:
             for term, count in counts.items():
                 query_ = tantivy.Query.term_query(schema, s.TEXT, term, index_option="freq")
-                weight = boosts[s.TEXT] * count
+                term_weights[term] = weight = boosts[s.TEXT] * count
                 clauses.append((tantivy.Occur.Should, _boosted(query_, weight)))
         if boosts.get(s.PHRASES, 0.0) > 0.0:
             for phrase in analyzed.phrases:
@@ -353,7 +364,7 @@ class LexicalIndex:
                 clauses.append((tantivy.Occur.Should, _boosted(query_, boosts[field])))
         if not clauses:
             return None
-        return tantivy.Query.boolean_query(clauses)
+        return tantivy.Query.boolean_query(clauses), term_weights
 
     def _bounded(self, counts: dict[str, int], limit: int) -> dict[str, int]:
         """All of `counts`, or — past `limit` distinct terms, which the API's query length
@@ -447,7 +458,11 @@ def _to_document(doc: LexicalDoc) -> tantivy.Document:
     # appended once each, after the body.
     words = " ".join(dict.fromkeys(t.camel_parts(identifiers)))
     title = _utf8_safe(doc.title)
-    document.add_text(s.TEXT, "\n".join(part for part in (title, body, words) if part))
+    text = "\n".join(part for part in (title, body, words) if part)
+    document.add_text(s.TEXT, text)
+    terms = _text_analyzer().analyze(text)
+    document.add_bytes(s.TEXT_TERMS, _saturation.encode_terms(terms))
+    document.add_unsigned(s.TEXT_LENGTH, len(terms))
     paths = _utf8_safe(doc.paths).split()
     symbols = _utf8_safe(doc.symbols).split()
     document.add_text(s.IDENTIFIERS, " ".join(t.identifier_terms([*identifiers, *symbols])))

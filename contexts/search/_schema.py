@@ -53,6 +53,11 @@ TEXT = "text"
 # queried for the identifier-like tokens of a query, so a question in words is scored by TEXT
 # alone.
 IDENTIFIERS = "identifiers"
+# The text field's analyzed terms with their counts (stored, not indexed) and its token count (a
+# fast field, so the index's average length is one aggregation): what re-saturating the top hits
+# with another BM25 k1 needs (`_saturation.py`), since tantivy fixes k1 at 1.2.
+TEXT_TERMS = "text_terms"
+TEXT_LENGTH = "text_length"
 SYMBOLS = "symbols"
 PATHS = "paths"
 
@@ -63,7 +68,7 @@ BOOSTABLE: tuple[str, ...] = (TEXT, IDENTIFIERS, SYMBOLS, PATHS, PHRASES)
 
 # Bumped whenever the schema or an analyzer changes what is indexed: an index on disk built by
 # another version is rebuilt from PostgreSQL (`rebuild_index`, and `runstack` at start).
-SCHEMA_VERSION = 3  # 3: the unused `org` field dropped
+SCHEMA_VERSION = 4  # 3: the unused `org` field dropped; 4: text term counts and length
 VERSION_FILE = "contexts-schema-version"
 
 
@@ -91,8 +96,9 @@ def identifier_analyzer() -> tantivy.TextAnalyzer:
 
 def build_schema() -> tantivy.Schema:
     builder = tantivy.SchemaBuilder()
-    # The only stored field: search results are mapped back to rows by their public id, and a
-    # small doc store keeps `searcher.doc()` cheap for the top-100 hits.
+    # Stored: the public id (results are mapped back to rows by it) and the text's term counts
+    # (re-saturation reads them for the top hits); a small doc store keeps `searcher.doc()`
+    # cheap for the top-100 hits.
     builder.add_text_field(FRAGMENT_ID, stored=True, tokenizer_name="raw", index_option="basic")
     # Multi-valued: one value per scope the fragment is visible in. Indexed so the scope filter is
     # a term-set lookup in the inverted index.
@@ -100,6 +106,8 @@ def build_schema() -> tantivy.Schema:
     builder.add_text_field(KIND, tokenizer_name="raw", index_option="basic")
     # Positions kept (the default) for the phrase clauses of pasted messages.
     builder.add_text_field(TEXT, stored=False, tokenizer_name=TEXT_TOKENIZER)
+    builder.add_bytes_field(TEXT_TERMS, stored=True, indexed=False)
+    builder.add_unsigned_field(TEXT_LENGTH, fast=True, indexed=False)
     # Freqs but no positions: identifiers are matched term by term, never as phrases.
     for field in (IDENTIFIERS, SYMBOLS, PATHS):
         builder.add_text_field(

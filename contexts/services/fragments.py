@@ -33,8 +33,9 @@ from contexts.models import (
     Pin,
     SourcePointer,
 )
+from contexts.models.changes import ChangeKind
 from contexts.models.fragments import LinkKind, Namespace
-from contexts.services import audit
+from contexts.services import audit, change_feed
 from contexts.services.errors import EditConflict, InvalidOperation
 from contexts.tokens import count_tokens
 
@@ -78,26 +79,29 @@ def require(principal: Any, action: str, scope: Scope) -> None:
         raise PermissionDenied(f"you may not {action} in this scope")
 
 
-# Inside indexing_handled_by_caller(): the ids changed so far, signalled once when it ends.
-_collected: contextvars.ContextVar[set[int] | None] = contextvars.ContextVar(
+# Inside indexing_handled_by_caller(): the changes so far (fragment pk → kind), appended to
+# the feed and signalled once when it ends.
+_collected: contextvars.ContextVar[dict[int, str] | None] = contextvars.ContextVar(
     "fragments_changed_collected", default=None)
 
 
 @contextmanager
 def indexing_handled_by_caller() -> Iterator[None]:
-    """For the ingestion pipeline, which embeds and indexes its own fragments in bulk.
+    """For the ingestion pipeline, which embeds its own fragments in bulk.
 
-    The change signal still fires — every change goes through the same door — but once for
-    the whole block (one statement per receiver instead of one per fragment) and marked
-    ``indexed=True``, so the reindexing receiver does not queue work the caller has done.
-    Nothing is signalled when the block fails: its transaction rolls back.
+    Every change still goes through the same door — the feed rows are appended in the block's
+    transaction, and the change signal fires — but once for the whole block (one statement
+    per organization instead of one per fragment) and marked ``indexed=True``, so the
+    reindexing receiver does not queue embedding work the caller has done. Nothing is
+    appended or signalled when the block fails: its transaction rolls back.
     """
-    collected: set[int] = set()
+    collected: dict[int, str] = {}
     token = _collected.set(collected)
     try:
         yield
     finally:
         _collected.reset(token)
+    change_feed.append(collected)
     _send_on_commit(collected, indexed=True)
 
 
@@ -108,12 +112,17 @@ def _send_on_commit(fragment_ids: Iterable[int], *, indexed: bool) -> None:
             sender=Fragment, fragment_ids=ids, indexed=indexed))
 
 
-def notify_changed(fragment_ids: Iterable[int]) -> None:
+def notify_changed(fragment_ids: Iterable[int], kind: ChangeKind) -> None:
+    """Record that these fragments changed (in the change feed, in the caller's transaction)
+    and tell the receivers once it commits. Every service below that changes what retrieval
+    can see ends here."""
+    changes = dict.fromkeys(fragment_ids, kind)
     collected = _collected.get()
     if collected is not None:
-        collected.update(fragment_ids)
-    else:
-        _send_on_commit(fragment_ids, indexed=False)
+        collected.update(changes)
+        return
+    change_feed.append(changes)
+    _send_on_commit(changes, indexed=False)
 
 
 def visibility_scope_ids(fragment: Fragment) -> list[int]:
@@ -190,7 +199,7 @@ def create_fragment(principal: Any, scope: Scope, *, body: str, title: str = "",
         fragment.contexts.set(contexts)
     _write_version(fragment, principal, reason)
     audit.record(principal, "fragment.create", fragment, after=snapshot(fragment))
-    notify_changed([fragment.pk])
+    notify_changed([fragment.pk], ChangeKind.CREATE)
     return fragment
 
 
@@ -250,7 +259,7 @@ def edit_fragment(principal: Any, fragment: Fragment, *, based_on_version: int, 
     current.save()
     _write_version(current, principal, reason or "edited")
     audit.record(principal, "fragment.edit", current, before=before, after=snapshot(current))
-    notify_changed([current.pk])
+    notify_changed([current.pk], ChangeKind.VERSION)
     return current
 
 
@@ -266,7 +275,7 @@ def retire_fragment(principal: Any, fragment: Fragment, *, reason: str = "") -> 
     current.save(update_fields=["status", "valid_to"])
     audit.record(principal, "fragment.retire", current, before=before,
                  after={**snapshot(current), "reason": reason})
-    notify_changed([current.pk])
+    notify_changed([current.pk], ChangeKind.RETIRE)
     return current
 
 
@@ -299,7 +308,7 @@ def supersede_fragment(principal: Any, old: Fragment, new: Fragment, *,
     Link.objects.get_or_create(source=new, target=current, kind=LinkKind.SUPERSEDES)
     audit.record(principal, "fragment.supersede", current, before=before,
                  after={**snapshot(current), "reason": reason})
-    notify_changed([current.pk, new.pk])
+    notify_changed([current.pk, new.pk], ChangeKind.SUPERSEDE)
     return current
 
 
@@ -373,7 +382,7 @@ def update_metadata(principal: Any, fragments: Iterable[Fragment], *, reason: st
         Fragment.objects.bulk_update(changed, [*changes, "version"], batch_size=500)
         FragmentVersion.objects.bulk_create(versions, batch_size=500)
         audit.record_many(events)
-        notify_changed(row.pk for row in changed)
+        notify_changed((row.pk for row in changed), ChangeKind.METADATA)
     return changed
 
 
@@ -390,7 +399,7 @@ def verify_fragment(principal: Any, fragment: Fragment, *, now: dt.datetime | No
     current.save(update_fields=["verified_at"])
     audit.record(principal, "fragment.verify", current, before=before,
                  after={"verified_at": now.isoformat(), **(note or {})})
-    notify_changed([current.pk])
+    notify_changed([current.pk], ChangeKind.METADATA)
     return current
 
 
@@ -409,7 +418,7 @@ def set_contexts(principal: Any, fragment: Fragment, contexts: Iterable[Context]
     current.save(update_fields=["scope_ids"])
     audit.record(principal, "fragment.set_contexts", current, before=before,
                  after={"contexts": sorted(c.public_id for c in contexts)})
-    notify_changed([current.pk])
+    notify_changed([current.pk], ChangeKind.SCOPE)
     return current
 
 
@@ -500,7 +509,7 @@ def merge_fragments(principal: Any, keep: Fragment, drop: Fragment) -> tuple[Fra
              "sources": keep.sources.count()}
     audit.record(principal, "fragment.merge", keep, before=before, after=moved)
     # keep's lexical document lists its source paths: re-index it (and the repointed ones).
-    notify_changed([keep.pk, *(older.pk for older in successors)])
+    notify_changed([keep.pk, *(older.pk for older in successors)], ChangeKind.MERGE)
     return keep, moved
 
 

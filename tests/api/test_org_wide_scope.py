@@ -12,7 +12,7 @@ import pytest
 
 from accounts.permissions import SYSTEM
 from accounts.tokens import create_token
-from contexts.indexing import reindex_fragments
+from contexts.follower import reindex_fragments
 from contexts.services.fragments import create_fragment
 from tests.api.conftest import as_token
 from tests.factories import MembershipFactory, OrganizationFactory, RepositoryFactory, UserFactory

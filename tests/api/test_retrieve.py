@@ -7,7 +7,7 @@ from django.utils import timezone
 
 from accounts.permissions import SYSTEM
 from accounts.tokens import create_token
-from contexts.indexing import reindex_fragments
+from contexts.follower import reindex_fragments
 from contexts.models import Fragment
 from contexts.services.fragments import (
     create_fragment,
@@ -118,7 +118,7 @@ def test_retired_and_superseded_leave_retrieval_and_as_of_brings_history_back(
     before = timezone.now()
     newer = create_fragment(cast.teammate, cast.repo.scope, title="Rate limiter v2",
                             body="The rate limiter now queues bursts instead of dropping them.")
-    from contexts.indexing import reindex_fragments
+    from contexts.follower import reindex_fragments
 
     reindex_fragments([newer.pk])
     supersede_fragment(cast.teammate, world.repo_limiter, newer)

@@ -82,7 +82,11 @@ def test_pins_board_inbox_and_job_and_trace_pages_render(cast, notes):
                                                        "rrf": 0.03, "rerank": None,
                                                        "freshness": 0.9, "authority": 0.1,
                                                        "pinned": True, "final": 0.8}],
-                                          returned=[{"id": notes.limiter.public_id}])
+                                          returned=[{"id": notes.limiter.public_id}],
+                                          versions={"lexical_index": {
+                                              "mark": 41, "head": 44, "lag_seconds": 12.5,
+                                              "node": "web-a"}},
+                                          degraded={"lexical": "lexical_index_behind"})
     client = client_for(cast.lead)
     board = client.get(f"/scopes/{cast.repo.scope.public_id}/pins/")
     assert board.status_code == 200 and b"Rate limiter" in board.content
@@ -91,3 +95,6 @@ def test_pins_board_inbox_and_job_and_trace_pages_render(cast, notes):
     assert job_page.status_code == 200 and b"syntax error" in job_page.content
     trace_page = client.get(f"/traces/{trace.public_id}/")
     assert trace_page.status_code == 200 and b'class="meter"' in trace_page.content
+    # The index the lexical leg read, and that it was behind.
+    assert b"change 41 of 44" in trace_page.content and b"12.5 s behind" in trace_page.content
+    assert b"answered from an index behind the change feed" in trace_page.content

@@ -130,9 +130,11 @@ def test_an_outdated_index_is_rebuilt_by_the_upgrade(api, cast, world, outdate):
 
 
 def test_a_write_to_an_outdated_index_rebuilds_it(cast, world):
-    """A worker that writes before the upgrade ran heals the index instead of failing."""
-    from contexts.indexing import lexical_index, sync_lexical
+    """A follower that applies a change before the upgrade ran heals the index instead of
+    failing."""
+    from contexts.follower import reindex_fragments
+    from contexts.indexing import lexical_index
     old_schema(index_path(cast.org))
     lexical_index(cast.org)._index = None  # the process had it open before
-    sync_lexical([world.repo_limiter.pk])
+    reindex_fragments([world.repo_limiter.pk])
     assert lexical_index(cast.org).count() > 1  # everything, not just the one written

@@ -221,7 +221,7 @@ def test_a_job_survives_its_worker_being_sigkilled(ingest_target, start_workers,
     assert done.fragments_created + done.fragments_unchanged == 2 * FILES
     assert done.fragments_unchanged > 0
     assert done.duplicates_collapsed == reference_done.duplicates_collapsed == 0
-    # The first attempt never reached sync_lexical; the rerun reconciled every fragment.
+    # The first attempt never caught the index up; the rerun reconciled every fragment.
     for org_, scope in ((t.org, t.repo.scope), (org, repo.scope)):
         index = indexing.lexical_index(org_)
         assert index.count() == 2 * FILES

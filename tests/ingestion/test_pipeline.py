@@ -465,7 +465,7 @@ def test_a_rerun_after_a_crash_completes_without_duplicates(ingest_target, crash
     assert len(fragments) == len(set(fragments.values())) == 10
     assert job.fragments_unchanged == 4 and job.fragments_created == 6  # ADR was done before
     assert FragmentVersion.objects.count() == Embedding.objects.filter(passage=0).count() == 10
-    # The crashed attempt never reached sync_lexical; the rerun reconciled the ADR too.
+    # The crashed attempt never caught the index up; the rerun reconciled the ADR too.
     assert indexing.lexical_index(ingest_target.org).count() == 10
     assert search(ingest_target, "xylophonerollback") != []
 

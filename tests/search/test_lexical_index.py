@@ -10,6 +10,7 @@ import pytest
 import tantivy
 
 from contexts.search import IndexSchemaMismatch, LexicalDoc, LexicalIndex, open_index
+from contexts.search._saturation import resaturate
 
 MakeDoc = Callable[..., LexicalDoc]  # the `make_doc` fixture (tests/search/conftest.py)
 
@@ -72,12 +73,9 @@ def test_scope_filter_does_not_change_scores(index: LexicalIndex, make_doc: Make
 
     # Reference: the same text query with no filter clause at all, run on tantivy directly.
     boosts = index.field_boosts
-    raw = index._text_query(query, boosts)
+    raw, term_weights = index._text_query(query, boosts)
     searcher = index._searcher()
-    unfiltered = {
-        searcher.doc(addr).get_first("fragment_id"): score
-        for score, addr in searcher.search(raw, 100).hits
-    }
+    unfiltered = dict(resaturate(searcher, searcher.search(raw, 100).hits, term_weights))
 
     assert set(only_one) == {"frag_a", "frag_c"}
     assert set(everything) == set(unfiltered) == {"frag_a", "frag_b", "frag_c"}

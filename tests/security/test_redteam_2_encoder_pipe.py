@@ -29,7 +29,7 @@ import pytest
 
 from accounts.permissions import SYSTEM
 from contexts.embedder import encode_query_with, resolve_model
-from contexts.indexing import reindex_fragments
+from contexts.follower import reindex_fragments
 from contexts.loadtest import gunicorn
 from contexts.retrieval import query_encoder
 from contexts.retrieval.query_encoder import ChildDied, Pending

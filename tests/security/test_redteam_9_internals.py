@@ -4,7 +4,8 @@ Agents got the index's absolute path and the organization's primary key in ``deg
 ``/healthz`` showed versions and host names to anyone; ``/metrics`` was public. Now agents get
 a stable code and the details go to the log; ``/metrics`` and ``/healthz`` are the operator's
 (metrics token, allow-listed addresses, superusers); ``/livez`` and ``/readyz`` are public and
-say nothing but yes or no, and ``/readyz`` follows the database only.
+say nothing but yes or no, and ``/readyz`` follows the database and this node's index follower
+(not Redis, not the worker).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import logging
 import shutil
 import socket
+import time
 from pathlib import Path
 
 import pytest
@@ -130,7 +132,17 @@ def test_allow_listed_addresses_and_superusers_are_allowed(client: Client, setti
 
 # --- /livez and /readyz: public and terse ---------------------------------------------------------
 
-def test_livez_and_readyz_are_public_and_terse(client: Client, db):
+def ready_node(node_follower) -> None:
+    """This process's node with its index follower running and through a first pass."""
+    node = node_follower()
+    deadline = time.monotonic() + 20
+    while not node.heartbeat and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert node.heartbeat
+
+
+def test_livez_and_readyz_are_public_and_terse(client: Client, db, node_follower):
+    ready_node(node_follower)
     live = client.get("/livez")
     assert live.status_code == 200 and live.json() == {"status": "ok"}
     ready = client.get("/readyz")
@@ -138,7 +150,9 @@ def test_livez_and_readyz_are_public_and_terse(client: Client, db):
     assert "no-cache" in ready["Cache-Control"]
 
 
-def test_readyz_stays_ready_while_redis_is_down(client: Client, db, own_redis):  # noqa: F811
+def test_readyz_stays_ready_while_redis_is_down(client: Client, db, own_redis,  # noqa: F811
+                                                node_follower):
+    ready_node(node_follower)
     own_redis.stop()
     assert client.get("/readyz").json() == {"status": "ready"}
     assert client.get("/livez").status_code == 200
@@ -146,7 +160,8 @@ def test_readyz_stays_ready_while_redis_is_down(client: Client, db, own_redis): 
 
 @pytest.mark.slow
 def test_readyz_is_unavailable_while_postgresql_is_down(client: Client, services,
-                                                        transactional_db):
+                                                        transactional_db, node_follower):
+    ready_node(node_follower)
     assert client.get("/readyz").status_code == 200
     services.postgres.stop()
     try:

@@ -55,4 +55,5 @@ def trace_detail(request: HttpRequest, trace_id: str) -> HttpResponse:
     return render(request, "console/trace_detail.html", {
         **org_context(request, trace.org, "traces"), "trace": trace, "scopes": scopes,
         "candidates": candidates, "parameters": parameters, "adaptive": adaptive,
-        "degraded": degraded_legs.public(trace.degraded)})
+        "degraded": degraded_legs.public(trace.degraded),
+        "lexical_index": (trace.versions or {}).get("lexical_index")})

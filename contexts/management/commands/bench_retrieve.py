@@ -27,8 +27,9 @@ from django.db import connection
 
 from accounts.models import Organization, Repository
 from accounts.tokens import create_token
+from contexts import follower
 from contexts.compression import packed_tokens
-from contexts.indexing import embed_fragments, lexical_index, rebuild_lexical_index
+from contexts.indexing import embed_fragments, lexical_index
 from contexts.loadtest import Ask, connect, gunicorn, percentile, retrieve
 from contexts.models import Fragment
 from contexts.models.fragments import fragment_public_id
@@ -154,7 +155,7 @@ class Command(BaseCommand):
             for start in range(0, len(created), 256):
                 embed_fragments(created[start:start + 256])
                 self.stdout.write(f"  embedded {min(start + 256, len(created))}/{len(created)}")
-            rebuild_lexical_index(org)
+            follower.rebuild(org.pk)
         return orgs
 
     # -- the endpoint ---------------------------------------------------------------------------

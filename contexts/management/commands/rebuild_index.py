@@ -1,10 +1,12 @@
-"""``manage.py rebuild_index --org SLUG | --outdated``: recreate the lexical index from
-PostgreSQL — one organization's, or every one built with an outdated schema."""
+"""``manage.py rebuild_index --org SLUG | --outdated``: recreate this node's lexical index of
+one organization from PostgreSQL, or catch up every organization's, rebuilding those that are
+missing, unreadable or built with an outdated schema (``contexts.follower``)."""
 
 from django.core.management.base import BaseCommand, CommandError
 
 from accounts.lookups import find_org
-from contexts.indexing import rebuild_lexical_index, rebuild_outdated_indexes
+from accounts.models import Organization
+from contexts import follower
 
 
 class Command(BaseCommand):
@@ -14,16 +16,19 @@ class Command(BaseCommand):
         group = parser.add_mutually_exclusive_group(required=True)
         group.add_argument("--org")
         group.add_argument("--outdated", action="store_true",
-                           help="every organization whose index has an outdated schema")
+                           help="catch up every organization, rebuilding missing or outdated "
+                                "indexes")
 
     def handle(self, *args, org: str | None, outdated: bool, **options) -> None:
         if outdated:
-            rebuilt = rebuild_outdated_indexes()
+            ids = follower.catch_up_all()
+            rebuilt = list(Organization.objects.filter(pk__in=ids).order_by("slug")
+                           .values_list("slug", flat=True))
             self.stdout.write(f"rebuilt {len(rebuilt)} outdated index(es)"
                               + (f": {', '.join(rebuilt)}" if rebuilt else ""))
             return
         organization = find_org(org)
         if organization is None:
             raise CommandError(f"no organization {org!r}")
-        count = rebuild_lexical_index(organization)
+        count = follower.rebuild(organization.pk)
         self.stdout.write(f"indexed {count} fragments of {organization.slug}")

@@ -6,7 +6,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from accounts.models import Organization
-from contexts.indexing import rebuild_lexical_index
+from contexts import follower
 from contexts.operations.backup import BackupError, restore
 
 
@@ -23,5 +23,5 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from exc
         self.stdout.write(f"restored {file}")
         for org in Organization.objects.order_by("slug"):
-            count = rebuild_lexical_index(org)
+            count = follower.rebuild(org.pk)
             self.stdout.write(f"indexed {count} fragments of {org.slug}")
