@@ -32,6 +32,7 @@ import hashlib
 import json
 import logging
 import os
+import shutil
 import socket
 import threading
 import time
@@ -318,11 +319,13 @@ class NodeFollower:
     def follow_once(self) -> None:
         """One pass: create missing indexes, apply what every organization's feed gained."""
         heads = dict(ChangeHead.objects.values_list("org_id", "seq"))
-        for org_id in Organization.objects.order_by("pk").values_list("pk", flat=True):
+        orgs = list(Organization.objects.order_by("pk").values_list("pk", flat=True))
+        for org_id in orgs:
             mark = read_mark(org_id)
             if mark is None or mark.seq != heads.get(org_id, 0) or not _healthy(org_id):
                 catch_up(org_id)
             self._report(org_id)
+        _drop_deleted(set(orgs))
         self.heartbeat = time.time()
         write_heartbeat(self.heartbeat)
 
@@ -337,6 +340,18 @@ class NodeFollower:
         Follower.objects.update_or_create(org_id=org_id, node=self.node,
                                           defaults={"seq": mark.seq, "seen_at": timezone.now()})
         self._reported[org_id] = (mark.seq, now)
+
+
+def _drop_deleted(orgs: set[int]) -> None:
+    """Remove this node's indexes of organizations PostgreSQL no longer has."""
+    root = Path(settings.LEXICAL_INDEX_DIR)
+    for path in root.glob("org-*"):
+        suffix = path.name.removeprefix("org-")
+        if path.is_dir() and suffix.isdigit() and int(suffix) not in orgs:
+            with _org_lock(int(suffix)):
+                if not Organization.objects.filter(pk=int(suffix)).exists():
+                    shutil.rmtree(path, ignore_errors=True)
+                    logger.info("removed the index of deleted org %s", suffix)
 
 
 HEARTBEAT_FILE = "contexts-follower-node.json"

@@ -242,3 +242,13 @@ def test_the_feed_is_written_in_the_changing_transaction(cast, index_dir):  # no
             cursor.execute("SELECT count(*) FROM contexts_change WHERE public_id = %s",
                            [fragment.public_id])
             assert cursor.fetchone()[0] == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_follower_removes_the_index_of_a_deleted_organization(cast, node_follower):  # noqa: F811
+    node = node_follower()
+    assert wait_for(lambda: (index_path(cast.other_org) / follower.STATE_FILE).exists())
+    gone = index_path(cast.other_org)
+    cast.other_org.delete()
+    assert wait_for(lambda: not gone.exists())
+    assert node.heartbeat and index_path(cast.org).exists()
