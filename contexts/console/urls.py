@@ -55,6 +55,7 @@ urlpatterns = [
     path("fragments/<pid:fragment_id>/pin", fragments.pin, name="fragment-pin"),
     path("fragments/<pid:fragment_id>/unpin", fragments.unpin, name="fragment-unpin"),
     path("fragments/<pid:fragment_id>/retire", fragments.retire, name="fragment-retire"),
+    path("fragments/<pid:fragment_id>/restore", fragments.restore, name="fragment-restore"),
     path("fragments/<pid:fragment_id>/negative", fragments.negative, name="fragment-negative"),
     # Jobs and traces by public id.
     path("jobs/<pid:job_id>/", jobs.job_detail, name="job"),

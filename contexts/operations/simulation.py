@@ -5,9 +5,9 @@ Nodes are separate process groups with separate directories and ports: web nodes
 (the ASGI application, two workers, each running the index follower), the worker node is a
 Celery worker with its own ``CONTEXTS_VAR_DIR`` and no index (``CONTEXTS_INDEX_FOLLOWER=off``).
 The simulation uploads a folder through web node A, then keeps changing fragments through both
-web nodes — edits, retires, merges, further uploads — while it queries both nodes with an agent
-token; mid-run it kills web node B with SIGKILL and restarts it, and deletes web node A's index
-once. At the end it checks:
+web nodes — edits, retires, restores, merges, further uploads — while it queries both nodes
+with an agent token; mid-run it kills web node B with SIGKILL and restarts it, and deletes web
+node A's index once. At the end it checks:
 
 - **converged**: every web node's index holds exactly the fragments PostgreSQL says are active;
 - **lost**: acknowledged changes whose effect PostgreSQL does not hold;
@@ -42,7 +42,15 @@ from django.db import close_old_connections
 from accounts.models import Membership, Organization, Repository, Role
 from accounts.tokens import create_token
 from contexts.follower import STATE_FILE
-from contexts.models import ChangeHead, DedupCandidate, Fragment, FragmentStatus
+from contexts.models import (
+    AuditEvent,
+    ChangeHead,
+    DedupCandidate,
+    DedupState,
+    Fragment,
+    FragmentStatus,
+    FragmentVersion,
+)
 from contexts.search import LexicalIndex
 
 STARTUP_TIMEOUT = 180.0
@@ -348,21 +356,33 @@ class Simulation:
             "based_on_version": fragment.version, "reason": "simulation"})
         if response.status_code in (200, 302):
             pk = fragment.pk
-            self._acknowledged(lambda: marker in Fragment.objects.get(pk=pk).body
-                               or Fragment.objects.get(pk=pk).status != FragmentStatus.ACTIVE,
-                               f"edit {fragment.public_id}")
+            # Durable records, not the final state (a later change may undo this one).
+            self._acknowledged(lambda: FragmentVersion.objects.filter(
+                fragment_id=pk, body__contains=marker).exists(), f"edit {fragment.public_id}")
 
     def retire(self, node: Node) -> None:
         active = self._active()
         if len(active) < 6:
             return
         fragment = self.random.choice(active)
-        response = self._post(node, f"/fragments/{fragment.public_id}/retire",
-                              {"reason": "simulation"})
+        self._status_change(node, fragment, "retire")
+
+    def restore(self, node: Node) -> None:
+        close_old_connections()
+        retired = list(Fragment.objects.filter(scope=self.repo.scope,
+                                               status=FragmentStatus.RETIRED).order_by("pk"))
+        if retired:
+            self._status_change(node, self.random.choice(retired), "restore")
+
+    def _status_change(self, node: Node, fragment: Fragment, action: str) -> None:
+        reason = f"simulation {secrets.token_hex(4)}"
+        response = self._post(node, f"/fragments/{fragment.public_id}/{action}",
+                              {"reason": reason})
         if response.status_code in (200, 302):
-            pk = fragment.pk
-            self._acknowledged(lambda: Fragment.objects.get(pk=pk).status
-                               != FragmentStatus.ACTIVE, f"retire {fragment.public_id}")
+            fid = fragment.public_id
+            self._acknowledged(lambda: AuditEvent.objects.filter(
+                action=f"fragment.{action}", object_id=fid, after__reason=reason).exists(),
+                f"{action} {fid}")
 
     def merge(self, node: Node) -> None:
         active = self._active()
@@ -377,9 +397,9 @@ class Simulation:
         response = self._post(node, f"/governance/dedup/{candidate.pk}/decide",
                               {"action": keep_side})
         if response.status_code in (200, 302):
-            pk = drop.pk
-            self._acknowledged(lambda: Fragment.objects.get(pk=pk).status
-                               != FragmentStatus.ACTIVE, f"merge {drop.public_id}")
+            pk = candidate.pk
+            self._acknowledged(lambda: DedupCandidate.objects.filter(
+                pk=pk, state=DedupState.MERGED).exists(), f"merge {drop.public_id}")
 
     def query(self, node: Node) -> None:
         word = self.random.choice(WORDS)
@@ -439,7 +459,7 @@ class Simulation:
     def _drive(self, a: Node, b: Node) -> None:
         started = time.monotonic()
         killed = deleted = restarted = False
-        actions = [self.edit, self.retire, self.merge, self.edit]
+        actions = [self.edit, self.retire, self.merge, self.restore, self.edit]
         step = 0
         while time.monotonic() - started < self.seconds:
             elapsed = (time.monotonic() - started) / self.seconds

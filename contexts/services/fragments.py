@@ -280,6 +280,25 @@ def retire_fragment(principal: Any, fragment: Fragment, *, reason: str = "") -> 
 
 
 @transaction.atomic
+def restore_fragment(principal: Any, fragment: Fragment, *, reason: str = "") -> Fragment:
+    """Make a retired or superseded fragment active again; recorded in the audit trail, and
+    retrieval sees it again through the change feed. An active fragment is left as it is."""
+    current = _locked(fragment)
+    require(principal, "curate", current.scope)
+    if current.status == FragmentStatus.ACTIVE:
+        return current
+    before = snapshot(current)
+    current.status = FragmentStatus.ACTIVE
+    current.superseded_by = None
+    current.valid_to = None
+    current.save(update_fields=["status", "superseded_by", "valid_to"])
+    audit.record(principal, "fragment.restore", current, before=before,
+                 after={**snapshot(current), "reason": reason})
+    notify_changed([current.pk], ChangeKind.RESTORE)
+    return current
+
+
+@transaction.atomic
 def supersede_fragment(principal: Any, old: Fragment, new: Fragment, *,
                        reason: str = "") -> Fragment:
     """``new`` replaces ``old`` from now on; ``old`` stays for "what did we believe on X"."""

@@ -3,7 +3,7 @@
 import pytest
 
 from accounts.permissions import SYSTEM
-from contexts.models import Nudge, Pin
+from contexts.models import AuditEvent, Change, Nudge, Pin
 from contexts.services.fragments import create_fragment, retire_fragment
 from contexts.services.pins import pin_fragment
 from tests.console.conftest import HTMX, client_for, htmx_to
@@ -109,3 +109,32 @@ def test_row_actions_without_javascript_redirect_back(cast, notes):
     evil = client.post(f"/fragments/{notes.trap.public_id}/retire",
                        {"next": "https://evil.example/"})
     assert evil["Location"] == f"/fragments/{notes.trap.public_id}/"
+
+
+def test_a_retired_fragment_is_restored_from_its_page(cast, notes):
+    """Restore: the page of a retired fragment offers it (and asks first), the fragment is
+    active again, the audit trail says who and why, and the change feed carries it."""
+    client = client_for(cast.teammate)
+    fid = notes.limiter.public_id
+    client.post(f"/fragments/{fid}/retire", {"partial": "content"}, **HTMX)
+    page = client.get(f"/fragments/{fid}/").content.decode()
+    assert 'hx-confirm="Restore this fragment?' in page and ">Retire<" not in page
+    restored = client.post(f"/fragments/{fid}/restore",
+                           {"partial": "content", "reason": "still true"}, **HTMX)
+    assert restored.status_code == 200 and ">Retire<" in restored.content.decode()
+    notes.limiter.refresh_from_db()
+    assert notes.limiter.status == "active" and notes.limiter.valid_to is None
+    event = AuditEvent.objects.filter(action="fragment.restore").get()
+    assert event.after["reason"] == "still true" and event.before["status"] == "retired"
+    kinds = list(Change.objects.filter(public_id=fid).order_by("seq")
+                 .values_list("kind", flat=True))
+    assert kinds[-2:] == ["retire", "restore"]
+
+
+def test_a_viewer_cannot_restore(cast, notes):
+    fid = notes.limiter.public_id
+    client_for(cast.teammate).post(f"/fragments/{fid}/retire")
+    assert client_for(cast.viewer).post(f"/fragments/{fid}/restore").status_code == 403
+    assert client_for(cast.stranger).post(f"/fragments/{fid}/restore").status_code == 404
+    notes.limiter.refresh_from_db()
+    assert notes.limiter.status == "retired"

@@ -21,7 +21,7 @@ from contexts.console.views.fragment_detail import content_context
 from contexts.ids import InvalidField
 from contexts.models import Fragment, Nudge, Pin
 from contexts.services.errors import InvalidOperation
-from contexts.services.fragments import mark_negative, retire_fragment
+from contexts.services.fragments import mark_negative, restore_fragment, retire_fragment
 from contexts.services.pins import pin_fragment, unpin_fragment
 
 
@@ -129,6 +129,14 @@ def unpin(request: HttpRequest, fragment_id: str) -> HttpResponse:
 def retire(request: HttpRequest, fragment_id: str) -> HttpResponse:
     fragment = get_fragment(request, fragment_id)
     retire_fragment(request.user, fragment, reason=_reason(request))
+    return _action_response(request, fragment, _action_scope(request, fragment))
+
+
+@login_required
+@require_POST
+def restore(request: HttpRequest, fragment_id: str) -> HttpResponse:
+    fragment = get_fragment(request, fragment_id)
+    restore_fragment(request.user, fragment, reason=_reason(request))
     return _action_response(request, fragment, _action_scope(request, fragment))
 
 
