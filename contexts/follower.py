@@ -107,9 +107,10 @@ def _write_mark(org_id: int, mark: Mark) -> None:
 def _org_lock(org_id: int, timeout: float = LOCK_TIMEOUT) -> Iterator[None]:
     """This node's one writer of the organization's index (processes and threads alike: each
     call opens its own file description, and flock locks those)."""
-    root = Path(settings.LEXICAL_INDEX_DIR)
-    root.mkdir(parents=True, exist_ok=True)
-    with open(root / f"org-{org_id}.lock", "a+b") as handle:
+    # Beside the index directories, not in them: a rebuild removes an index directory.
+    locks = Path(settings.LEXICAL_INDEX_DIR) / ".locks"
+    locks.mkdir(parents=True, exist_ok=True)
+    with open(locks / f"org-{org_id}.lock", "a+b") as handle:
         deadline = time.monotonic() + timeout
         while True:
             try:

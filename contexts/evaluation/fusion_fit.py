@@ -7,7 +7,8 @@ query we keep its features and the nDCG@10 of the convex fusion at every α of t
 
 Fitting: a softmax policy over the grid, ``p(α | x) = softmax(W x + b)``, maximising the
 expected nDCG@10 with an L2 penalty; every dataset weighs the same whatever its size, so a
-big training split cannot make the model its own. Inference takes the expected α.
+big training split cannot make the model its own, and a dataset served worse than by its best
+fixed share weighs more (:data:`FLOOR`). Inference takes the expected α.
 """
 
 from __future__ import annotations
@@ -36,6 +37,11 @@ from contexts.retrieval.types import FusionConfig
 
 GRID = tuple(round(a / 10, 1) for a in range(11))  # lexical share 0.0 … 1.0
 L2 = 0.001  # chosen by leave-one-dataset-out on the fit sets (docs/retrieval-quality.md)
+# The objective's floor: every fit dataset should be served at least as well as by the best
+# fixed share on it (a hinge on each dataset's expected nDCG, weighed this much). Without it
+# the fit trades a corpus type away for a larger gain elsewhere — on CoSQA, questions over
+# code, the hybrid fell below the dense leg alone that one share (α = 0) gives.
+FLOOR = 1.0
 
 
 @dataclass
@@ -133,12 +139,17 @@ def _softmax(logits: np.ndarray) -> np.ndarray:
 
 
 def fit(sets: Sequence[Collected], *, version: str, l2: float = L2,
-        steps: int = 3000) -> adaptive.FusionModel:
+        steps: int = 3000, floor: float = FLOOR) -> adaptive.FusionModel:
     x = np.vstack([s.features for s in sets])
     gains = np.vstack([s.ndcg for s in sets])
     # Each dataset weighs the same in the objective, whatever its number of queries.
-    weight = np.concatenate([np.full(len(s.qids), 1.0 / (len(s.qids) * len(sets)))
-                             for s in sets])
+    base = np.concatenate([np.full(len(s.qids), 1.0 / (len(s.qids) * len(sets)))
+                           for s in sets])
+    # Which dataset each query belongs to, and the best fixed share's nDCG on each: a dataset
+    # the policy serves worse than one fixed share would weighs `floor` more until it does not.
+    member = np.concatenate([np.full(len(s.qids), i) for i, s in enumerate(sets)])
+    best_fixed = np.array([s.ndcg.mean(axis=0).max() for s in sets])
+    sizes = np.array([len(s.qids) for s in sets], dtype=float)
     mean = x.mean(axis=0)
     scale = x.std(axis=0)
     scale[scale < 1e-6] = 1.0
@@ -150,6 +161,9 @@ def fit(sets: Sequence[Collected], *, version: str, l2: float = L2,
     for step in range(1, steps + 1):  # Adam, ascending the penalised expected gain
         p = _softmax(z @ w.T + b)
         expected = (p * gains).sum(axis=1, keepdims=True)
+        per_set = np.bincount(member, weights=expected[:, 0], minlength=len(sets)) / sizes
+        short = (per_set < best_fixed).astype(float)
+        weight = base + floor * short[member] / sizes[member]
         d_logits = weight[:, None] * p * (gains - expected)
         grads = (d_logits.T @ z - l2 * w, d_logits.sum(axis=0))
         for i, (param, grad) in enumerate(zip((w, b), grads, strict=True)):
