@@ -389,10 +389,13 @@ class Simulation:
         if len(active) < 6:
             return
         keep, drop = self.random.sample(active, 2)
-        # What the nightly duplicate scan would propose; a curator decides it on the node.
-        candidate = DedupCandidate.objects.create(
+        # What the nightly duplicate scan would propose; a curator decides it on the node. A
+        # pair proposed before (merged, then its dropped side restored) is not proposed again.
+        candidate, proposed = DedupCandidate.objects.get_or_create(
             org=self.org, fragment_a=min(keep, drop, key=lambda f: f.pk),
-            fragment_b=max(keep, drop, key=lambda f: f.pk), distance=1)
+            fragment_b=max(keep, drop, key=lambda f: f.pk), defaults={"distance": 1})
+        if not proposed:
+            return
         keep_side = "keep-a" if candidate.fragment_a_id == keep.pk else "keep-b"
         response = self._post(node, f"/governance/dedup/{candidate.pk}/decide",
                               {"action": keep_side})
