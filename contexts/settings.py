@@ -456,9 +456,7 @@ from celery.schedules import crontab  # noqa: E402 - kept inside the governance 
 GOVERNANCE_STALE_AFTER_DAYS = {"default": 180, "policy": 365}
 GOVERNANCE_HOT_MIN_USES = {"default": env_int("CONTEXTS_STALE_HOT_MIN_USES", 5)}
 GOVERNANCE_HOT_WINDOW_DAYS = env_int("CONTEXTS_STALE_HOT_WINDOW_DAYS", 30)
-# (c) "probably contradicted by a newer fragment": similar (either test) plus a difference.
-GOVERNANCE_CONTRADICTION_MAX_HAMMING = {"default": 12}
-GOVERNANCE_CONTRADICTION_MIN_COSINE = {"default": 0.85}
+# (c) "probably contradicted by a newer fragment of its lineage" (docs/governance.md).
 GOVERNANCE_CONTRADICTION_MIN_OVERLAP = 0.5  # sentence alignment: Jaccard of content words
 # Nudges: unanswered for this long → escalated to the organization's tech leads and admins.
 GOVERNANCE_NUDGE_ESCALATE_AFTER_DAYS = env_int("CONTEXTS_NUDGE_ESCALATE_AFTER_DAYS", 7)

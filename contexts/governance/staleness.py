@@ -11,12 +11,12 @@ A fragment is stale for any of three reasons, each recorded as ``{code, detail}`
 ``source_changed`` (b)
     A source document it points to changed after the fragment was last edited or verified.
 ``contradicted`` (c)
-    A newer active fragment in the same home scope is very similar (SimHash Hamming ≤
-    ``GOVERNANCE_CONTRADICTION_MAX_HAMMING[kind]`` or cosine ≥
-    ``GOVERNANCE_CONTRADICTION_MIN_COSINE[kind]`` in the active generation) *and* the
-    deterministic detector in :mod:`.contradictions` finds a negation, number, date or version
-    that differs. "Newer" means edited after this fragment was last edited *or verified*, so
-    answering "still accurate" settles the question until the other fragment changes again.
+    A newer active fragment *of its lineage* — same source document and heading or symbol,
+    supersession, or a link (:mod:`.lineage`) — states differently something this one states
+    (:func:`.detector.detect`: prose only, per :mod:`.text_rules`). "Newer" means edited after
+    this fragment was last edited *or verified*, so answering "still accurate" settles the
+    question until the other fragment changes again; two texts last written by the same
+    ingestion run are one snapshot of the sources, never "newer" than each other.
 
 :func:`find_stale` only reads; :func:`scan` also opens nudges, escalates overdue ones and
 records a :class:`~contexts.models.StalenessScan`. Everything runs on the ``now`` it is given.
@@ -27,17 +27,26 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from django.conf import settings
 from django.db.models import DateTimeField, F, Q
 from django.db.models.functions import Coalesce, Greatest
 
 from accounts.models import Organization
-from contexts.governance import contradictions, similarity
-from contexts.governance.clock import largest, per_kind, resolve, smallest
-from contexts.models import Fragment, FragmentStatus, SourcePointer, StalenessScan
+from contexts.governance import lineage
+from contexts.governance.clock import per_kind, resolve, smallest
+from contexts.governance.detector import Finding, Passage, detect
+from contexts.governance.text_rules import CONTRADICTION_CLASSES
+from contexts.models import (
+    Fragment,
+    FragmentStatus,
+    IngestionJob,
+    SourcePointer,
+    StalenessScan,
+)
 from contexts.models.governance import NudgeState
 
 logger = logging.getLogger(__name__)
@@ -56,9 +65,11 @@ REASON_LABELS = {
 class Reason:
     code: str
     detail: str
+    # What a page needs to show the reason beyond its sentence (a contradiction's passages).
+    extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
-    def as_dict(self) -> dict[str, str]:
-        return {"code": self.code, "detail": self.detail}
+    def as_dict(self) -> dict[str, Any]:
+        return {"code": self.code, "detail": self.detail, **self.extra}
 
 
 @dataclass
@@ -142,47 +153,91 @@ def source_changed(org: Organization, now: dt.datetime) -> dict[int, list[Reason
     return found
 
 
-# --- (c) contradicted by a newer fragment ------------------------------------------------------
-def contradicted(org: Organization, now: dt.datetime) -> dict[int, list[Reason]]:
+# --- (c) contradicted by a newer fragment of its lineage ------------------------------------
+def _passage(fragment: Fragment, path: str) -> Passage:
+    return Passage(title=fragment.title, body=fragment.body, kind=fragment.kind, path=path,
+                   heading_path=tuple(fragment.heading_path), symbol=fragment.symbol,
+                   language=fragment.language)
+
+
+def _ingestion_windows(org: Organization, now: dt.datetime) -> list[tuple[dt.datetime,
+                                                                            dt.datetime]]:
+    return [(started, finished or now) for started, finished in
+            IngestionJob.objects.filter(org=org, started_at__isnull=False, started_at__lte=now)
+            .values_list("started_at", "finished_at")]
+
+
+def written_together(a: dt.datetime, b: dt.datetime,
+                     windows: list[tuple[dt.datetime, dt.datetime]]) -> bool:
+    """Both texts were last written by one ingestion run: they are one snapshot of the
+    sources, so a disagreement between them is the sources' own, not staleness."""
+    return any(start <= a <= end and start <= b <= end for start, end in windows)
+
+
+def contradiction_reason(older: Fragment, newer: Fragment, finding: Finding) -> Reason:
+    """A reason that explains itself: what differs, in plain words, and both passages."""
+    passages = [{"older": d.older, "newer": d.newer, "what": d.explain()}
+                for d in finding.differences]
+    first = finding.differences[0]
+    summary = (f"A newer fragment {finding.relation.describe()}, {newer.public_id} "
+               f"“{newer.title[:80]}” (edited {_day(newer.last_edited_at)}), says something "
+               "else: " + "; ".join(p["what"] for p in passages) + ".")
+    # The sentence alone carries the passages too: e-mails and the CLI have no columns.
+    detail = (f"{summary} This one says “{_clip(first.older)}”; the newer one says "
+              f"“{_clip(first.newer)}”. If the newer one is right, edit or retire this one; "
+              "if this one is, it is still accurate.")
+    return Reason(CONTRADICTED, detail, {
+        "summary": summary, "other": newer.public_id, "other_title": newer.title[:200],
+        "lineage": finding.relation.describe(), "passages": passages})
+
+
+def _clip(text: str, width: int = 160) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def lineage_findings(org: Organization, now: dt.datetime, *, snapshots: bool = True
+                     ) -> Iterator[tuple[Fragment, Fragment, Finding]]:
+    """(older, newer, finding) for every contradiction within a lineage. ``snapshots=False``
+    also compares texts one ingestion run wrote together (a diagnostic: what the detector
+    would say about the sources' own consistency)."""
     fragments = {f.pk: f for f in _active(org).filter(last_edited_at__lte=now).only(
-        "pk", "public_id", "title", "kind", "scope_id", "simhash", "body", "last_edited_at",
-        "verified_at")}
+        "pk", "public_id", "title", "kind", "scope_id", "body", "heading_path", "symbol",
+        "language", "last_edited_at", "verified_at")}
     if len(fragments) < 2:
-        return {}
-    close = similarity.scope_hamming_pairs(
-        ((f.pk, f.scope_id, f.simhash, f.body) for f in fragments.values()),
-        int(largest("GOVERNANCE_CONTRADICTION_MAX_HAMMING")))
-    alike = {pair: c for pair, c in similarity.cosine_pairs(
-        org.pk, smallest("GOVERNANCE_CONTRADICTION_MIN_COSINE"),
-        settings.GOVERNANCE_NEIGHBOURS).items()
-        if pair[0] in fragments and pair[1] in fragments}
-    cosines = {**similarity.cosine_of(set(close) - set(alike)), **alike}
+        return
+    paths = dict(SourcePointer.objects.filter(fragment_id__in=list(fragments))
+                 .order_by("fragment_id", "-document__path")
+                 .values_list("fragment_id", "document__path"))
+    passages = {pk: _passage(f, paths.get(pk, "")) for pk, f in fragments.items()}
+    # Only prose makes claims; pairing the rest would only cost time.
+    prose = {pk for pk, p in passages.items() if p.text_class in CONTRADICTION_CLASSES}
+    windows = _ingestion_windows(org, now) if snapshots else []
     min_overlap = settings.GOVERNANCE_CONTRADICTION_MIN_OVERLAP
-    found: dict[int, list[Reason]] = {}
-    for a, b in sorted(set(close) | set(alike)):
+    for (a, b), relation in sorted(lineage.lineage_pairs(org.pk, prose).items()):
+        # The nudge quotes the other fragment: both must live in one home scope, so its owner
+        # is not shown text from a scope they may not read (a link or supersession can cross).
+        if fragments[a].scope_id != fragments[b].scope_id:
+            continue
         for older, newer in ((fragments[a], fragments[b]), (fragments[b], fragments[a])):
             # Only a fragment written after the older one was last vouched for can contradict
             # it (which also makes the direction of the pair unambiguous).
-            if newer.last_edited_at <= last_confirmed(older):
+            if snapshots and newer.last_edited_at <= last_confirmed(older):
                 continue
-            distance, cosine = close.get((a, b)), cosines.get((a, b))
-            similar = (
-                (distance is not None and distance <= per_kind(
-                    "GOVERNANCE_CONTRADICTION_MAX_HAMMING", older.kind))
-                or (cosine is not None and cosine >= per_kind(
-                    "GOVERNANCE_CONTRADICTION_MIN_COSINE", older.kind)))
-            if not similar:
+            if not snapshots and (newer.last_edited_at, newer.pk) <= (older.last_edited_at,
+                                                                      older.pk):
                 continue
-            diffs = contradictions.differences(older.body, newer.body, min_overlap)
-            if not diffs:
+            if written_together(older.last_edited_at, newer.last_edited_at, windows):
                 continue
-            measures = ", ".join(part for part in (
-                f"SimHash distance {distance}" if distance is not None else "",
-                f"cosine {cosine:.2f}" if cosine is not None else "") if part)
-            found.setdefault(older.pk, []).append(Reason(CONTRADICTED, (
-                f"newer {newer.public_id} “{newer.title[:80]}” ({measures}, edited "
-                f"{_day(newer.last_edited_at)}) differs — "
-                + "; ".join(d.describe() for d in diffs[:3]))))
+            finding = detect(passages[older.pk], passages[newer.pk], relation, min_overlap)
+            if finding is not None:
+                yield older, newer, finding
+
+
+def contradicted(org: Organization, now: dt.datetime) -> dict[int, list[Reason]]:
+    found: dict[int, list[Reason]] = {}
+    for older, newer, finding in lineage_findings(org, now):
+        found.setdefault(older.pk, []).append(contradiction_reason(older, newer, finding))
     return found
 
 

@@ -55,3 +55,62 @@ def test_claims_separate_dates_versions_and_numbers():
     assert claim("We do not retry.").negated and claim("We never retry.").negated
     # Digits inside identifiers are not numbers.
     assert claim("Use sha256 over http2 with utf-8 bodies.").numbers == frozenset()
+
+
+@pytest.mark.parametrize(("older", "newer", "kind"), [
+    ("Run migrations before deploying the application code.",
+     "Run migrations after deploying the application code.", "reversal"),
+    ("Enable `task_acks_late` for every queue.", "Disable `task_acks_late` for every queue.",
+     "reversal"),
+    ("Cordon the node first, then drain it.", "Drain the node first, then cordon it.",
+     "reversal"),
+    ("The limits are configured in `settings.API_RATE_LIMIT`.",
+     "The limits are configured in `settings.THROTTLE_RATES`.", "name"),
+    ("Set `CONTEXTS_PG_PORT` to change the embedded PostgreSQL port.",
+     "Set `CONTEXTS_DB_PORT` to change the embedded PostgreSQL port.", "name"),
+    ("We use Celery with Redis as the broker for background jobs.",
+     "We use Celery with RabbitMQ as the broker for background jobs.", "name"),
+    ("Keep shards between 10 and 50 GB per node.", "Keep shards between 10 and 40 GB per node.",
+     "number"),
+    ("Retry the charge twice before paging.", "Retry the charge 4 times before paging.",
+     "number"),
+])
+def test_reversals_renames_and_replaced_quantities_are_differences(older, newer, kind):
+    assert kind in [d.kind for d in differences(older, newer)]
+
+
+@pytest.mark.parametrize(("older", "newer"), [
+    # Quantities compare by value, across units and spelled-out numbers.
+    ("Backups are kept for 1 year.", "Backups are kept for 12 months."),
+    ("Flaky tests are fixed within 2 weeks.", "Flaky tests are fixed within fourteen days."),
+    ("The cache has a 6 GB limit per node.", "The cache has a 6144 MB limit per node."),
+    ("Each token may make 600 requests per minute.",
+     "Each token may make 10 requests per second."),
+    # `-> None` is Python, not a "no"; code spans never negate.
+    ("The hook `on_saved(fragment) -> None` runs after every save.",
+     "The hook on_saved(fragment) -> None runs after every save and every merge."),
+    ("`find_org(slug) -> Organization | None` returns None for an unknown slug.",
+     "`find_org(slug) -> Organization | None` returns the organization for a known slug."),
+    # "never X without Y" is "X needs Y".
+    ("Never reset consumer offsets without the data team's approval.",
+     "Resetting consumer offsets always needs the data team's approval."),
+    # Examples, fenced code, dated log lines and URLs state nothing.
+    ("For example, a job that sleeps for 10 minutes is killed.",
+     "For example, a job that hangs for 20 minutes is killed."),
+    ("```sh\ncurl -d '{\"budget_tokens\": 1500}' http://127.0.0.1:8000/api\n```",
+     "```sh\ncurl -d '{\"budget_tokens\": 800}' http://127.0.0.1:8000/api\n```"),
+    ("- 2026-02-14: the primary ran out of disk; 40 minutes of degraded search.",
+     "- 2026-05-03: the primary ran out of disk; 15 minutes of degraded search."),
+    # A sentence both texts still make is settled, whatever else changed around it.
+    ("The bucket holds 10 requests. Alerts page on-call.",
+     "The bucket holds 10 requests. Alerts page on-call. The old bucket held 20 requests."),
+])
+def test_what_is_not_a_contradiction(older, newer):
+    assert differences(older, newer) == []
+
+
+def test_a_difference_explains_itself_in_plain_words():
+    [found] = differences("Backups are kept for 35 days.", "Backups are kept for 14 days.")
+    assert found.explain() == "a number changed (35 → 14)"
+    [found] = differences("Do not deploy on Fridays.", "You may deploy on Fridays.")
+    assert found.explain().startswith("one says the opposite of the other")

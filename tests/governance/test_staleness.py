@@ -14,8 +14,8 @@ from contexts.governance.staleness import (
     find_stale,
     scan,
 )
-from contexts.indexing import embed_fragments
-from contexts.models import Nudge, StalenessScan
+from contexts.models import IngestionJob, Link, Nudge, StalenessScan
+from contexts.models.fragments import LinkKind
 from tests.governance.conftest import NOW, days_ago, hot, make, point
 
 pytestmark = pytest.mark.django_db
@@ -123,78 +123,133 @@ def test_every_changed_source_is_a_reason(cast):
     assert "a.md" in reasons[0].detail and "b.md" in reasons[1].detail
 
 
-# --- (c) --------------------------------------------------------------------------------------
-def test_newer_similar_fragment_with_a_different_number_contradicts_the_older(cast):
-    older = make(cast.repo.scope, "Limiter", BASE, owner=cast.teammate, edited=days_ago(100))
-    newer = make(cast.repo.scope, "Limiter (new)", BASE.replace("holds 10", "holds 20"),
-                 owner=cast.lead, edited=days_ago(5))
+# --- (c) ----------------------------------------------------------------------------------------
+def section(scope, title: str, body: str, *, path: str = "runbooks/limits.md",
+            heading=("Limits", "Token bucket"), anchor: str, changed=None, **fields):
+    """A fragment ingested from ``path`` under ``heading`` (its source changed long ago, so
+    only rule (c) can fire)."""
+    fragment = make(scope, title, body, heading_path=list(heading), **fields)
+    point(fragment, path, changed=changed or days_ago(400), anchor=anchor)
+    return fragment
+
+
+def test_a_newer_fragment_of_the_same_section_with_a_different_number_contradicts(cast):
+    older = section(cast.repo.scope, "Limiter", BASE, owner=cast.teammate, anchor="a1",
+                    edited=days_ago(100))
+    newer = section(cast.repo.scope, "Limiter (cont.)", BASE.replace("holds 10", "holds 20"),
+                    owner=cast.lead, anchor="a2", edited=days_ago(5))
     stale = find_stale(cast.org, NOW)
     assert codes(stale, older) == [CONTRADICTED]
     assert newer.pk not in stale  # the newer one is not contradicted by the older one
-    detail = stale[older.pk][0].detail
-    assert newer.public_id in detail and "SimHash distance" in detail and "10 → 20" in detail
+    [reason] = stale[older.pk]
+    assert newer.public_id in reason.detail and "10 → 20" in reason.detail
+    assert "the same section (runbooks/limits.md › Limits › Token bucket)" in reason.detail
+    # Both passages, side by side, for the pages.
+    [passage] = reason.extra["passages"]
+    assert "holds 10" in passage["older"] and "holds 20" in passage["newer"]
+    assert passage["what"] == "a number changed (10 → 20)"
+    assert reason.extra["other"] == newer.public_id
 
 
-def test_near_identical_but_consistent_fragment_is_not_flagged(cast):
-    older = make(cast.repo.scope, "Limiter", BASE, owner=cast.teammate, edited=days_ago(100))
-    make(cast.repo.scope, "Limiter (more)", BASE + " Dashboards live in Grafana.",
-         owner=cast.lead, edited=days_ago(5))
-    make(cast.repo.scope, "Limiter (same)", BASE, owner=cast.lead, edited=days_ago(4))
+def test_look_alike_fragments_of_different_files_are_never_compared(cast):
+    older = section(cast.repo.scope, "Limiter", BASE, owner=cast.teammate, anchor="a1",
+                    edited=days_ago(100))
+    section(cast.repo.scope, "Limiter", BASE.replace("holds 10", "holds 20"), owner=cast.lead,
+            path="runbooks/other-limits.md", anchor="a1", edited=days_ago(5))
+    make(cast.repo.scope, "Limiter (console)", BASE.replace("holds 10", "holds 30"),
+         owner=cast.lead, edited=days_ago(4))
+    # Same file, another section: not the same subject either.
+    section(cast.repo.scope, "Limiter", BASE.replace("holds 10", "holds 40"), owner=cast.lead,
+            heading=("Limits", "Leaky bucket"), anchor="a3", edited=days_ago(3))
     assert older.pk not in find_stale(cast.org, NOW)
 
 
-def test_contradiction_needs_the_same_home_scope_and_a_newer_edit(cast):
-    older = make(cast.repo.scope, "Limiter", BASE, owner=cast.teammate, edited=days_ago(100))
-    make(cast.other_repo.scope, "Elsewhere", BASE.replace("holds 10", "holds 20"),
-         owner=cast.lead, edited=days_ago(5))
-    assert older.pk not in find_stale(cast.org, NOW)
-    # Verified after the newer one was written: the owner already settled it.
-    settled = make(cast.persona.scope, "Limiter", BASE, owner=cast.teammate,
-                   edited=days_ago(100), verified=days_ago(1))
-    make(cast.persona.scope, "Limiter (new)", BASE.replace("holds 10", "holds 20"),
-         owner=cast.lead, edited=days_ago(5))
-    assert settled.pk not in find_stale(cast.org, NOW)
-
-
-def test_contradiction_found_by_embedding_cosine(cast):
-    """SimHash distance 14 (> 12): only the vectors say these are about the same thing."""
-    older = make(cast.repo.scope, "Deploys",
-                 "Deploys happen on weekdays only; never deploy on Friday afternoon.",
-                 owner=cast.teammate, edited=days_ago(100))
-    newer = make(cast.repo.scope, "Deploys (new)",
-                 "Deploys happen on weekdays only; deploying on Friday afternoon is fine now.",
-                 owner=cast.lead, edited=days_ago(5))
-    assert older.pk not in find_stale(cast.org, NOW)  # no vectors yet: not similar enough
-    embed_fragments([older, newer])
+def test_links_and_supersession_are_lineages_too(cast):
+    cited = make(cast.repo.scope, "Limiter", BASE, owner=cast.teammate, edited=days_ago(100))
+    citing = make(cast.repo.scope, "Limiter notes", BASE.replace("holds 10", "holds 20"),
+                  owner=cast.lead, edited=days_ago(5))
+    Link.objects.create(source=citing, target=cited, kind=LinkKind.MARKDOWN)
+    old_policy = make(cast.org.scope, "Deploys", "Never deploy on Friday afternoon.",
+                      owner=cast.teammate, kind="policy", edited=days_ago(100))
+    new_policy = make(cast.org.scope, "Deploys (2026)", "Deploy on Friday afternoon if the "
+                      "change is small.", owner=cast.lead, kind="policy", edited=days_ago(5))
+    Link.objects.create(source=new_policy, target=old_policy, kind=LinkKind.SUPERSEDES)
     stale = find_stale(cast.org, NOW)
-    assert codes(stale, older) == [CONTRADICTED]
-    assert "cosine 0.9" in stale[older.pk][0].detail and "negation" in stale[older.pk][0].detail
+    assert codes(stale, cited) == [CONTRADICTED] and codes(stale, old_policy) == [CONTRADICTED]
+    assert "linked with it" in stale[cited.pk][0].detail
+    assert "supersession chain" in stale[old_policy.pk][0].detail
+    assert "opposite" in stale[old_policy.pk][0].detail
 
 
-def test_contradiction_thresholds_are_settings_per_kind(cast, settings):
-    settings.GOVERNANCE_CONTRADICTION_MAX_HAMMING = {"default": 12, "prose": 4}
-    older = make(cast.repo.scope, "Limiter", BASE, owner=cast.teammate, edited=days_ago(100))
-    make(cast.repo.scope, "Limiter (new)", BASE.replace("holds 10", "holds 20"),
-         owner=cast.lead, edited=days_ago(5))
+def test_a_link_across_home_scopes_is_not_compared(cast):
+    """The nudge would quote the other fragment to an owner who may not read its scope."""
+    cited = make(cast.repo.scope, "Limiter", BASE, owner=cast.teammate, edited=days_ago(100))
+    citing = make(cast.other_repo.scope, "Limiter notes", BASE.replace("holds 10", "holds 20"),
+                  owner=cast.lead, edited=days_ago(5))
+    Link.objects.create(source=citing, target=cited, kind=LinkKind.MARKDOWN)
+    assert cited.pk not in find_stale(cast.org, NOW)
+
+
+def test_code_tests_generated_files_and_logs_are_not_contradicted(cast):
+    pairs = [
+        ("contexts/migrations/0003_nudges.py", "code",
+         "field=models.CharField(max_length=200)", "field=models.CharField(max_length=300)"),
+        ("contexts/limits.py", "code", "def allowed(n: int) -> None:\n    return n < 100",
+         "def allowed(n: int) -> bool:\n    return n < 200"),
+        ("tests/test_limits.py", "code", "The bucket holds 10 requests.",
+         "The bucket holds 20 requests."),
+        ("docs/performance.md", "prose", "| 7 | WSGI | 30.8–35.8 ms | 1.44–1.59 |",
+         "| 8 | WSGI | 31.1–34.8 ms | 1.34–1.47 |"),
+    ]
+    olders = []
+    for n, (path, kind, old, new) in enumerate(pairs):
+        heading = ("Retrieval", "History") if path.endswith(".md") else ()
+        olders.append(section(cast.repo.scope, f"old {n}", old, kind=kind, path=path,
+                              heading=heading or (path,), anchor="a1", edited=days_ago(100)))
+        section(cast.repo.scope, f"new {n}", new, kind=kind, path=path,
+                heading=heading or (path,), anchor="a2", edited=days_ago(5))
+    stale = find_stale(cast.org, NOW)
+    assert not {f.pk for f in olders} & set(stale)
+
+
+def test_fragments_last_written_by_one_ingestion_run_are_one_snapshot(cast):
+    older = section(cast.repo.scope, "Limiter", BASE, owner=cast.teammate, anchor="a1",
+                    edited=days_ago(10, NOW) - dt.timedelta(minutes=5))
+    section(cast.repo.scope, "Limiter (cont.)", BASE.replace("holds 10", "holds 20"),
+            owner=cast.lead, anchor="a2", edited=days_ago(10))
+    job = IngestionJob.objects.create(org=cast.org, scope=cast.repo.scope, source="/src",
+                                      started_at=days_ago(10, NOW) - dt.timedelta(minutes=6),
+                                      finished_at=days_ago(10, NOW) + dt.timedelta(minutes=1))
     assert older.pk not in find_stale(cast.org, NOW)
-    runbook = make(cast.persona.scope, "Limiter", BASE, owner=cast.teammate, kind="runbook",
-                   edited=days_ago(100))
-    make(cast.persona.scope, "Limiter (new)", BASE.replace("holds 10", "holds 20"),
-         owner=cast.lead, kind="runbook", edited=days_ago(5))
-    assert codes(find_stale(cast.org, NOW), runbook) == [CONTRADICTED]
+    # A later run rewrote only the newer one: now the older one is behind.
+    IngestionJob.objects.filter(pk=job.pk).update(finished_at=days_ago(10, NOW)
+                                                  - dt.timedelta(minutes=2))
+    assert codes(find_stale(cast.org, NOW), older) == [CONTRADICTED]
+
+
+def test_contradiction_needs_a_newer_edit_than_the_last_verification(cast):
+    settled = section(cast.repo.scope, "Limiter", BASE, owner=cast.teammate, anchor="a1",
+                      edited=days_ago(100), verified=days_ago(1))
+    section(cast.repo.scope, "Limiter (cont.)", BASE.replace("holds 10", "holds 20"),
+            owner=cast.lead, anchor="a2", edited=days_ago(5))
+    assert settled.pk not in find_stale(cast.org, NOW)
 
 
 # --- the scan -----------------------------------------------------------------------------------
 def test_reasons_accumulate_and_the_scan_is_recorded(cast, mailoutbox):
-    fragment = hot(cast.repo.scope, "Limiter", BASE, owner=cast.teammate, age_days=200)
+    fragment = hot(cast.repo.scope, "Limiter", BASE, owner=cast.teammate, age_days=200,
+                   heading_path=["Limits"])
     point(fragment, "docs/limits.md", changed=days_ago(3), repository=cast.repo)
-    make(cast.repo.scope, "Limiter (new)", BASE.replace("holds 10", "holds 20"),
-         owner=cast.lead, edited=days_ago(5))
+    newer = make(cast.repo.scope, "Limiter (new)", BASE.replace("holds 10", "holds 20"),
+                 owner=cast.lead, edited=days_ago(2), heading_path=["Limits"])
+    point(newer, "docs/limits.md", changed=days_ago(3), repository=cast.repo, anchor="next")
     [report] = scan(NOW, [cast.org])
     assert codes(report.stale, fragment) == [HOT_UNVERIFIED, SOURCE_CHANGED, CONTRADICTED]
     nudge = Nudge.objects.get(fragment=fragment)
     assert [r["code"] for r in nudge.reasons] == [HOT_UNVERIFIED, SOURCE_CHANGED, CONTRADICTED]
-    assert all(set(r) == {"code", "detail"} and r["detail"] for r in nudge.reasons)
+    assert all(r["detail"] for r in nudge.reasons)
+    assert nudge.reasons[2]["passages"][0]["newer"].endswith("holds 20 requests and refills "
+                                                             "once per second.")
     record = StalenessScan.objects.get(org=cast.org)
     assert record.now == NOW and record.stale == 1 and record.nudges_opened == 1
     assert record.by_reason == {HOT_UNVERIFIED: 1, SOURCE_CHANGED: 1, CONTRADICTED: 1}
