@@ -103,14 +103,24 @@ def _write_mark(org_id: int, mark: Mark) -> None:
     os.replace(tmp, path)  # atomic: a reader sees the old mark or the new one
 
 
+def _lock_file(org_id: int) -> Path:
+    # Beside the index directories, not in them: a rebuild removes an index directory.
+    return Path(settings.LEXICAL_INDEX_DIR) / ".locks" / f"org-{org_id}.lock"
+
+
+def _rebuild_marker(org_id: int) -> Path:
+    """Present while this node rebuilds the organization's index (beside its lock, for the
+    same reason): readers see the index emptied and refilled, and say so."""
+    return _lock_file(org_id).with_suffix(".rebuilding")
+
+
 @contextmanager
 def _org_lock(org_id: int, timeout: float = LOCK_TIMEOUT) -> Iterator[None]:
     """This node's one writer of the organization's index (processes and threads alike: each
     call opens its own file description, and flock locks those)."""
-    # Beside the index directories, not in them: a rebuild removes an index directory.
-    locks = Path(settings.LEXICAL_INDEX_DIR) / ".locks"
-    locks.mkdir(parents=True, exist_ok=True)
-    with open(locks / f"org-{org_id}.lock", "a+b") as handle:
+    path = _lock_file(org_id)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+b") as handle:
         deadline = time.monotonic() + timeout
         while True:
             try:
@@ -147,6 +157,46 @@ def rebuild(org_id: int) -> int:
         return lexical_index(org_id).count()
 
 
+def rebuilding(org_id: int) -> bool:
+    """Whether a rebuild of the organization's index is in progress on this node — what a
+    retrieval checks, so one stat in the common case. A marker whose organization lock nobody
+    holds was left by a rebuild that was killed: no rebuild runs (the next catch-up starts
+    one), though the index may be partial until it has."""
+    if not _rebuild_marker(org_id).exists():
+        return False
+    try:
+        with open(_lock_file(org_id), "rb") as handle:
+            fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)  # released on close
+    except BlockingIOError:
+        return True  # the rebuilding writer holds the lock
+    except OSError:
+        return False
+    return False
+
+
+def _interrupted(org_id: int) -> bool:
+    """A rebuild left its marker behind (killed half way): the index holds part of the
+    fragments under the old mark, and is rebuilt. With the organization's lock held."""
+    return _rebuild_marker(org_id).exists()
+
+
+def _left_behind(org_id: int) -> bool:
+    """:func:`_interrupted`, seen without the lock: a marker no running rebuild holds (one in
+    progress elsewhere on the node is waited for by nobody)."""
+    return _rebuild_marker(org_id).exists() and not rebuilding(org_id)
+
+
+@contextmanager
+def _marked_rebuilding(org_id: int) -> Iterator[None]:
+    marker = _rebuild_marker(org_id)
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    marker.write_text(json.dumps({"pid": os.getpid(), "started_at": time.time()}))
+    try:
+        yield
+    finally:
+        marker.unlink(missing_ok=True)
+
+
 def _healthy(org_id: int) -> bool:
     try:
         open_index(index_path(org_id), create=False)
@@ -157,7 +207,7 @@ def _healthy(org_id: int) -> bool:
 
 def _catch_up(org_id: int) -> int:
     mark = read_mark(org_id)
-    if mark is None or not _healthy(org_id):
+    if mark is None or not _healthy(org_id) or _interrupted(org_id):
         return _rebuild(org_id)
     while True:
         rows = list(Change.objects.filter(org_id=org_id, seq__gt=mark.seq)
@@ -203,26 +253,29 @@ def _apply(org_id: int, rows: Sequence[Change]) -> None:
 
 
 def _rebuild(org_id: int, batch: int = 2000) -> int:
-    # The mark first: a change committed while the fragments are read is applied again after.
-    last = (Change.objects.filter(org_id=org_id).order_by("-seq")
-            .values_list("seq", "pk").first())
-    seq, change_id = last if last else (head(org_id), None)
-    index = lexical_index(org_id)
-    try:
-        index.clear()
-    except (IndexSchemaMismatch, IndexUnavailable, ValueError):
-        # Deleted, corrupted or another schema: tantivy cannot open it even to clear it.
-        index.recreate()
-    ids = list(Fragment.objects.filter(org_id=org_id, status=FragmentStatus.ACTIVE)
-               .order_by("pk").values_list("pk", flat=True))
-    for start in range(0, len(ids), batch):
-        chunk = (Fragment.objects.filter(pk__in=ids[start:start + batch])
-                 .prefetch_related("sources__document"))
-        index.upsert(lexical_doc(f, [p.document.path for p in f.sources.all()]) for f in chunk)
-    _write_mark(org_id, Mark(seq=seq, change_id=change_id, applied_at=time.time()))
-    logger.info("rebuilt the lexical index of org %s: %d fragments, mark %d", org_id,
-                len(ids), seq)
-    return seq
+    """With the organization's lock held. The index is emptied, then refilled batch by batch;
+    meanwhile a marker says so, and retrievals say `lexical_index_rebuilding`."""
+    with _marked_rebuilding(org_id):
+        # The mark first: a change committed while the fragments are read is applied again after.
+        last = (Change.objects.filter(org_id=org_id).order_by("-seq")
+                .values_list("seq", "pk").first())
+        seq, change_id = last if last else (head(org_id), None)
+        index = lexical_index(org_id)
+        try:
+            index.clear()
+        except (IndexSchemaMismatch, IndexUnavailable, ValueError):
+            # Deleted, corrupted or another schema: tantivy cannot open it even to clear it.
+            index.recreate()
+        ids = list(Fragment.objects.filter(org_id=org_id, status=FragmentStatus.ACTIVE)
+                   .order_by("pk").values_list("pk", flat=True))
+        for start in range(0, len(ids), batch):
+            chunk = (Fragment.objects.filter(pk__in=ids[start:start + batch])
+                     .prefetch_related("sources__document"))
+            index.upsert(lexical_doc(f, [p.document.path for p in f.sources.all()]) for f in chunk)
+        _write_mark(org_id, Mark(seq=seq, change_id=change_id, applied_at=time.time()))
+        logger.info("rebuilt the lexical index of org %s: %d fragments, mark %d", org_id,
+                    len(ids), seq)
+        return seq
 
 
 def catch_up_all() -> list[int]:
@@ -230,7 +283,7 @@ def catch_up_all() -> list[int]:
     start, and ``rebuild_index --outdated`` after an upgrade; returns the ids rebuilt."""
     rebuilt = []
     for org_id in Organization.objects.order_by("pk").values_list("pk", flat=True):
-        if read_mark(org_id) is None or not _healthy(org_id):
+        if read_mark(org_id) is None or not _healthy(org_id) or _left_behind(org_id):
             rebuilt.append(org_id)
         catch_up(org_id)
     return rebuilt
@@ -323,7 +376,8 @@ class NodeFollower:
         orgs = list(Organization.objects.order_by("pk").values_list("pk", flat=True))
         for org_id in orgs:
             mark = read_mark(org_id)
-            if mark is None or mark.seq != heads.get(org_id, 0) or not _healthy(org_id):
+            if (mark is None or mark.seq != heads.get(org_id, 0) or not _healthy(org_id)
+                    or _left_behind(org_id)):
                 catch_up(org_id)
             self._report(org_id)
         _drop_deleted(set(orgs))

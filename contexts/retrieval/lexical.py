@@ -19,7 +19,11 @@ from django.conf import settings
 from contexts import follower
 from contexts.indexing import lexical_index
 from contexts.models import EmbeddingGeneration
-from contexts.retrieval.degraded import LEXICAL_INDEX_BEHIND, lexical_code
+from contexts.retrieval.degraded import (
+    LEXICAL_INDEX_BEHIND,
+    LEXICAL_INDEX_REBUILDING,
+    lexical_code,
+)
 from contexts.retrieval.legs import Collected, LegUnavailable
 from contexts.retrieval.rows import CandidateRows
 from contexts.retrieval.types import RetrievalRequest
@@ -58,8 +62,10 @@ class LexicalLeg:
     def start(self, request: RetrievalRequest) -> PendingLexical:
         future = _pool.submit(_timed_search, request)
         # Read while tantivy searches, before the row-level-security block: how far this
-        # node's index is behind the organization's change feed.
-        return PendingLexical(request, future, index_freshness(request.org_id))
+        # node's index is behind the organization's change feed, and whether it is being
+        # rebuilt (checked again once the search is done: a rebuild may start meanwhile).
+        return PendingLexical(request, future, index_freshness(request.org_id),
+                              rebuilding=follower.rebuilding(request.org_id))
 
 
 def index_freshness(org_id: int) -> dict | None:
@@ -74,10 +80,15 @@ def index_freshness(org_id: int) -> dict | None:
 class PendingLexical:
     def __init__(self, request: RetrievalRequest,
                  future: Future[tuple[list[tuple[str, float]], float]],
-                 freshness: dict | None = None) -> None:
+                 freshness: dict | None = None, *, rebuilding: bool = False) -> None:
         self.request = request
         self.future = future
         self.freshness = freshness
+        self.rebuilding = rebuilding
+
+    def _rebuilding(self) -> bool:
+        """Whether a rebuild ran at any point of the search: at its start, or at its end."""
+        return self.rebuilding or follower.rebuilding(self.request.org_id)
 
     def collect(self, rows: CandidateRows,
                 generations: dict[str, EmbeddingGeneration]) -> Collected:
@@ -89,7 +100,9 @@ class PendingLexical:
             # path, organization) are for the operator's log; the caller gets a stable code.
             logger.warning("lexical leg failed for org %s: %s: %s", self.request.org_id,
                            type(exc).__name__, exc)
-            raise LegUnavailable(lexical_code(exc)) from exc
+            # A rebuild recreating the index under the search is that rebuild, not a fault.
+            raise LegUnavailable(LEXICAL_INDEX_REBUILDING if self._rebuilding()
+                                 else lexical_code(exc)) from exc
         started = time.perf_counter()
         rows.read(public_ids={public_id for public_id, _ in hits})
         timings = {"lexical": searched_ms, "lexical_rows": _ms(started)}
@@ -97,7 +110,11 @@ class PendingLexical:
         pks = rows.pks()
         behind = (self.freshness is not None
                   and self.freshness["lag_seconds"] > settings.INDEX_MAX_LAG)
+        rebuilding = self._rebuilding()
+        source = ({**self.freshness, "rebuilding": True}
+                  if rebuilding and self.freshness is not None else self.freshness)
         return Collected([(pks[public_id], score) for public_id, score in hits
                           if public_id in pks], timings,
-                         degraded=LEXICAL_INDEX_BEHIND if behind else None,
-                         source=self.freshness)
+                         degraded=(LEXICAL_INDEX_REBUILDING if rebuilding
+                                   else LEXICAL_INDEX_BEHIND if behind else None),
+                         source=source)
