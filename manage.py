@@ -1,15 +1,14 @@
 #!/usr/bin/env python
-"""Django's command-line utility for administrative tasks."""
+"""Django's command-line utility for administrative tasks (see contexts/cli.py: the settings
+`make run` recorded, and a one-line answer when the database cannot be reached)."""
 
-import os
 import sys
 
 
 def main() -> None:
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "contexts.settings")
-    from django.core.management import execute_from_command_line
+    from contexts.cli import main as run
 
-    execute_from_command_line(sys.argv)
+    run(sys.argv)
 
 
 if __name__ == "__main__":

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import dj_database_url
 
+from contexts.runsettings import served_url
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 
@@ -303,6 +305,11 @@ EMAIL_HOST_USER = env_str("EMAIL_HOST_USER")
 EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD")
 EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "contexts@localhost")
+# Absolute links in e-mails (nudges: what sends them is a beat tick, not a browser's request).
+# Without CONTEXTS_BASE_URL, the address `make run` serves (runstack binds HOST:PORT, and
+# passes the address on to its children and to var/run-settings.json).
+BASE_URL = (env_str("CONTEXTS_BASE_URL")
+            or served_url(os.environ.get("HOST"), os.environ.get("PORT"))).rstrip("/")
 
 # --- REST API -----------------------------------------------------------------------------------
 REST_FRAMEWORK = {
@@ -461,8 +468,6 @@ GOVERNANCE_CONTRADICTION_MIN_OVERLAP = 0.5  # sentence alignment: Jaccard of con
 # Nudges: unanswered for this long → escalated to the organization's tech leads and admins.
 GOVERNANCE_NUDGE_ESCALATE_AFTER_DAYS = env_int("CONTEXTS_NUDGE_ESCALATE_AFTER_DAYS", 7)
 GOVERNANCE_NUDGE_LINK_MAX_AGE_DAYS = env_int("CONTEXTS_NUDGE_LINK_MAX_AGE_DAYS", 30)
-# Absolute links in emails (the request that triggers a scan is a beat tick, not a browser).
-GOVERNANCE_BASE_URL = env_str("CONTEXTS_BASE_URL", "http://localhost:8000").rstrip("/")
 # Dedup review: proposals, never automatic merges (ingestion collapses distance ≤ 3 itself).
 GOVERNANCE_DEDUP_MIN_HAMMING = 0
 GOVERNANCE_DEDUP_MAX_HAMMING = 8

@@ -72,6 +72,10 @@ def pytest_configure(config: pytest.Config) -> None:
     # Until the session's servers are up, point at a port nothing listens on: a test that
     # touched a developer's `make run` Redis would pass here and fail on a clean machine.
     settings.CACHES["default"]["LOCATION"] = "redis://127.0.0.1:9/0"
+    # The `manage.py` and `runstack` processes tests start neither read nor overwrite the
+    # developer's var/run-settings.json (contexts/runsettings.py); a test that wants one names
+    # its own file.
+    os.environ["CONTEXTS_RUN_SETTINGS"] = "off"
 
 
 # What makes a test touch the session's servers: the database (directly or through any fixture

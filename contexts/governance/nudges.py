@@ -131,8 +131,7 @@ def read_token(token: str) -> tuple[int, int]:
 
 def answer_links(nudge: Nudge, user: AbstractBaseUser) -> dict[str, str]:
     token = signed_token(nudge, user)
-    return {slug: settings.GOVERNANCE_BASE_URL + reverse("governance:nudge-answer",
-                                                         args=[token, slug])
+    return {slug: settings.BASE_URL + reverse("governance:nudge-answer", args=[token, slug])
             for slug in ANSWER_SLUGS}
 
 
@@ -153,7 +152,7 @@ def send_nudge_email(items: list[Nudge], user: AbstractBaseUser, *, escalated: b
                for nudge in items]
     context = {"entries": entries, "user": user, "escalated": escalated,
                "handed_over_by": handed_over_by, "org": items[0].fragment.org,
-               "base_url": settings.GOVERNANCE_BASE_URL,
+               "base_url": settings.BASE_URL,
                "max_age_days": settings.GOVERNANCE_NUDGE_LINK_MAX_AGE_DAYS}
     if len(items) == 1:
         title = (items[0].fragment.title or items[0].fragment.public_id)[:60]

@@ -7,6 +7,7 @@ import datetime as dt
 import re
 
 import pytest
+from django.conf import settings
 from django.core.management import call_command
 from django.test import Client
 from django.utils import timezone
@@ -35,8 +36,8 @@ def test_still_accurate_link_closes_the_loop(cast, mailoutbox):
     [message] = mailoutbox  # one digest per owner, one entry per fragment
     assert message.to == [cast.teammate.email] and "2 of your fragments" in message.subject
     entry = next(part for part in message.body.split("\n* ") if part.startswith("Rate limiter"))
-    path = re.search(r"Still accurate: +http://localhost:8000(/governance/nudges/\S+)",
-                     entry).group(1)
+    path = re.search(r"Still accurate: +" + re.escape(settings.BASE_URL)
+                     + r"(/governance/nudges/\S+)", entry).group(1)
     assert path.endswith("/still-accurate")
 
     client = Client()  # the owner is not logged in: the signed link is the credential

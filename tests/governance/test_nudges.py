@@ -6,6 +6,7 @@ import datetime as dt
 import re
 
 import pytest
+from django.conf import settings as django_settings
 from django.core.exceptions import PermissionDenied
 from django.test import Client
 
@@ -20,7 +21,9 @@ from tests.governance.conftest import NOW, hot
 
 pytestmark = pytest.mark.django_db
 DAY = dt.timedelta(days=1)
-LINK = re.compile(r"http://localhost:8000(/governance/nudges/\S+/(still-accurate|edit|retire|"
+# Links start with the one configured base URL (CONTEXTS_BASE_URL; docs/operations.md).
+LINK = re.compile(re.escape(django_settings.BASE_URL)
+                  + r"(/governance/nudges/\S+/(still-accurate|edit|retire|"
                   r"hand-over))")
 
 

@@ -24,6 +24,7 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
+from contexts import runsettings
 from contexts.embedded import EmbeddedServiceError, EmbeddedStack
 from contexts.serving import ASGI_WORKER_CLASS
 
@@ -55,6 +56,7 @@ class Command(BaseCommand):
                     self.stdout.write(status.line())
             except EmbeddedServiceError as exc:
                 raise CommandError(str(exc)) from exc
+            base_url = self._record_settings(host, port)
             call_command("migrate", interactive=False, verbosity=0)
             call_command("collectstatic", interactive=False, verbosity=0)
             # A lexical index built by an earlier version's schema is rebuilt from PostgreSQL
@@ -63,8 +65,9 @@ class Command(BaseCommand):
             call_command("bootstrap", demo=not no_demo)
             self._spawn_children(host, port)
             self.stdout.write(self.style.SUCCESS(
-                f"\nContexts is running at http://{host}:{port}/  (health: /readyz, "
-                f"API docs: /api/docs/). Press Ctrl-C to stop.\n"
+                f"\nContexts is running at {runsettings.served_url(host, port)}/  (health: "
+                f"/readyz, API docs: /api/docs/). Links in e-mails start with {base_url} "
+                f"(CONTEXTS_BASE_URL). Press Ctrl-C to stop.\n"
             ))
             self._watch()
         except _Stop:
@@ -73,6 +76,28 @@ class Command(BaseCommand):
             self._stop_children()
             stack.stop_started()
             self.stdout.write("stopped.")
+
+    def _record_settings(self, host: str, port: int) -> str:
+        """Settle the base URL of e-mail links, hand it to the children, and record this
+        stack's settings in var/run-settings.json for the `manage.py` commands run from this
+        checkout in other shells (contexts/runsettings.py); returns the base URL."""
+        base_url = (os.environ.get("CONTEXTS_BASE_URL")
+                    or runsettings.served_url(host, port)).rstrip("/")
+        # The settings were read before --host/--port were known: this process (bootstrap)
+        # and its children agree with what is served.
+        os.environ["CONTEXTS_BASE_URL"] = settings.BASE_URL = base_url
+        recorded = {"CONTEXTS_VAR_DIR": str(settings.VAR_DIR),
+                    "CONTEXTS_PG_PORT": str(settings.EMBEDDED_PG_PORT),
+                    "CONTEXTS_REDIS_PORT": str(settings.EMBEDDED_REDIS_PORT),
+                    "CONTEXTS_BASE_URL": base_url}
+        # Only when set: by default the index lives in the var dir, wherever that is.
+        if os.environ.get("CONTEXTS_INDEX_DIR"):
+            recorded["CONTEXTS_INDEX_DIR"] = str(settings.LEXICAL_INDEX_DIR)
+        written = runsettings.record(recorded, address=runsettings.served_url(host, port))
+        if written is not None:
+            self.stdout.write(f"settings recorded in {written} (manage.py commands from this "
+                              "checkout use them unless their environment says otherwise)")
+        return base_url
 
     def _on_signal(self, signum: int, frame) -> None:
         if not self._stopping:
