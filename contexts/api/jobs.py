@@ -37,10 +37,10 @@ class JobSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = IngestionJob
-        fields = ["id", "org", "scope", "source_kind", "state", "progress", "files_total",
-                  "files_done", "fragments_created", "fragments_updated", "fragments_unchanged",
-                  "fragments_retired", "duplicates_collapsed", "errors", "skipped", "warnings",
-                  "attempts", "created_at", "started_at", "finished_at"]
+        fields = ["id", "org", "scope", "source_kind", "include_untracked", "state", "progress",
+                  "files_total", "files_done", "fragments_created", "fragments_updated",
+                  "fragments_unchanged", "fragments_retired", "duplicates_collapsed", "errors",
+                  "skipped", "warnings", "attempts", "created_at", "started_at", "finished_at"]
 
 
 @extend_schema_field(OpenApiTypes.BINARY)

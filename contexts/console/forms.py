@@ -147,6 +147,10 @@ class UploadForm(ScopeChoiceForm):
 class PathForm(ScopeChoiceForm):
     path = forms.CharField(label="Server path", max_length=1000,
                            help_text="a directory or file readable by the server")
+    include_untracked = forms.BooleanField(
+        label="Include untracked files", required=False,
+        help_text="in a git work tree, also files git does not track (only tracked files are "
+                  "read otherwise)")
 
 
 class TokenForm(ConsoleForm):

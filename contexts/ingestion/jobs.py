@@ -14,7 +14,9 @@ from django.utils import timezone
 
 from accounts.models import Repository
 from contexts.ingestion import server_paths
+from contexts.ingestion.git_tree import GitListingFailed
 from contexts.ingestion.pipeline import Ingestor, Stats, Target
+from contexts.ingestion.policy import PolicyError
 from contexts.ingestion.sources import Skipped, SourceFile, from_uploads, walk
 from contexts.models import IngestionJob, JobState
 from contexts.services import job_leases, uploads
@@ -82,6 +84,16 @@ def _run_job_locked(job_id: int) -> IngestionJob | None:
                             on_progress=progress,
                             prune_missing=job.source_kind == "path" and Path(job.source).is_dir())
         stats = ingestor.run(files)
+    except (PolicyError, GitListingFailed) as exc:
+        # The source's own rules are wrong (a bad .contexts.toml, a work tree git cannot list):
+        # the job says which file and line, nothing crashed, and no file was read.
+        IngestionJob.objects.filter(pk=job_id).update(
+            state=JobState.FAILED, finished_at=timezone.now(), errors=[*job.errors, {
+                "path": getattr(exc, "path", ""),
+                "reason": str(getattr(exc, "reason", exc)).replace(job.source, "<source>")}])
+        _finished(job)
+        job.refresh_from_db()
+        return job
     except Exception as exc:
         logger.exception("ingestion job %s failed", job.public_id)
         # The job's server path is for superusers' eyes; the reason must not carry it either.
@@ -108,7 +120,8 @@ def _files(job: IngestionJob) -> list[SourceFile | Skipped]:
     any worker runs it, whichever node took the upload; a path job walks this node's disk."""
     limit = settings.INGEST_MAX_FILE_BYTES
     if job.source_kind != "upload":
-        return list(walk(Path(job.source), max_bytes=limit))
+        return list(walk(Path(job.source), max_bytes=limit,
+                         include_untracked=job.include_untracked))
     files = list(from_uploads(uploads.read(job), max_bytes=limit))
     if not files:
         raise UploadsMissing(

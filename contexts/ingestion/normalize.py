@@ -431,12 +431,20 @@ def is_probably_binary(raw: bytes) -> bool:
 
 def is_generated(path: str, text: str) -> bool:
     """Lock files, minified bundles and files whose header says they are generated."""
+    return generated_reason(path, text) is not None
+
+
+def generated_reason(path: str, text: str) -> str | None:
+    """``lock file``, ``minified file`` or ``generated file`` (see :func:`is_generated`), or
+    ``None``: what a job's skipped list says about the file."""
     name = posixpath.basename(path.replace("\\", "/")).lower()
-    if name in _LOCK_FILES or name.endswith(_GENERATED_SUFFIXES):
-        return True
+    if name in _LOCK_FILES:
+        return "lock file"
+    if name.endswith(_GENERATED_SUFFIXES):
+        return "minified file" if ".min." in name or "-min." in name else "generated file"
     head = text[:4000].split("\n")[:BANNER_SCAN_LINES]
     if any(_GENERATED_MARKERS.search(line) for line in head):
-        return True
+        return "generated file"
     if name.endswith(_MINIFIABLE_SUFFIXES) and text:
         lines = text.split("\n")
         longest = max(len(line) for line in lines)
@@ -444,5 +452,5 @@ def is_generated(path: str, text: str) -> bool:
         # Hand-written code has the odd long line; minified code is mostly long lines, and
         # bundles and embedded data tables have lines no person writes.
         if longest > 5000 or (longest > 1000 and average > 200):
-            return True
-    return False
+            return "minified file"
+    return None

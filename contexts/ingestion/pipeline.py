@@ -99,10 +99,13 @@ class Planned:
     document: SourceDocument | None
 
 
-def document_hash(doc: NormalizedDocument) -> str:
-    """Body and front matter: an edit of only ``owner:`` or ``kind:`` is still a change."""
+def document_hash(doc: NormalizedDocument, policy_kind: str | None = None) -> str:
+    """Body and front matter: an edit of only ``owner:`` or ``kind:`` is still a change. So is
+    a new kind from the policy file (folded in only when there is one, so documents without
+    stay unchanged)."""
     meta = json.dumps(doc.front_matter, sort_keys=True, default=str)
-    return hashlib.sha256(f"{doc.content_hash}\n{meta}".encode()).hexdigest()
+    policy = f"\npolicy-kind={policy_kind}" if policy_kind else ""
+    return hashlib.sha256(f"{doc.content_hash}\n{meta}{policy}".encode()).hexdigest()
 
 
 def fragment_uid(scope: Scope, path: str, anchor: str) -> uuid.UUID:
@@ -178,6 +181,7 @@ class Ingestor:
         self.bands: BandIndex[int | uuid.UUID] = BandIndex()
         self.by_hash: dict[str, int | uuid.UUID] = {}
         self._owners: dict[str, object | None] = {}
+        self._policy_kinds: dict[str, str] = {}  # path → kind the source's policy gives it
         self._generations = {ns: indexing.active_generation(ns) for ns in indexing.NAMESPACES}
 
     # -- driving -------------------------------------------------------------------------------
@@ -234,6 +238,8 @@ class Ingestor:
                 self.stats.skipped.append({"path": item.path, "reason": item.reason})
                 continue
             self._seen_paths.add(item.path)
+            if item.kind:
+                self._policy_kinds[item.path] = item.kind
             planned = self._parse(item)
             if planned is None:
                 continue
@@ -250,7 +256,8 @@ class Ingestor:
         try:
             doc = normalize(source.path, source.raw)
             document = self._document(source.path)
-            if document is not None and document.content_hash == document_hash(doc):
+            if document is not None and document.content_hash == document_hash(doc,
+                                                                               source.kind):
                 known = list(document.pointers.values_list("fragment_id", flat=True))
                 if known:  # identical content: nothing to chunk, embed or write
                     self.stats.unchanged += len(known)
@@ -427,7 +434,8 @@ class Ingestor:
         differ; the writes are batched per kind of change, and a document whose fragments
         already agree costs that one read only.
         """
-        if not doc.front_matter:
+        policy_kind = self._policy_kinds.get(doc.path)
+        if not doc.front_matter and not policy_kind:
             return
         owner = self._owner(doc) if doc.front_matter.get("owner") else None
         rows = (Fragment.objects.filter(sources__document=document, scope=self.target.scope)
@@ -435,7 +443,7 @@ class Ingestor:
         batches: dict[tuple, list[Fragment]] = {}
         for pk, namespace, kind, owner_id in rows:
             changes: dict = {}
-            wanted = self._kind_for(doc, namespace)
+            wanted = self._kind_for(doc, namespace, policy_kind)
             if kind != wanted:  # a kind from the front matter decides the negative flag too
                 changes.update(kind=wanted, negative=wanted == FragmentKind.NEGATIVE)
             if owner is not None and owner_id != owner.pk:
@@ -445,13 +453,15 @@ class Ingestor:
                                    []).append(Fragment(pk=pk))
         for changes, fragments in batches.items():
             fragment_service.update_metadata(
-                SYSTEM, fragments, reason=f"front matter of {doc.path}", **dict(changes))
+                SYSTEM, fragments, reason=(f"front matter of {doc.path}" if doc.front_matter
+                                           else f"kind policy for {doc.path}"), **dict(changes))
 
     def _save_document(self, planned: Planned) -> SourceDocument:
         source, doc, document = planned.source, planned.doc, planned.document
         fields = {"language": doc.language, "author": source.author, "links": list(doc.links),
                   "front_links": list(doc.front_matter.get("links") or []),
-                  "authored_at": source.authored_at, "content_hash": document_hash(doc),
+                  "authored_at": source.authored_at,
+                  "content_hash": document_hash(doc, source.kind),
                   "size_bytes": len(source.raw), "changed_at": timezone.now()}
         if document is None:
             return SourceDocument.objects.create(org=self.target.org,
@@ -525,12 +535,17 @@ class Ingestor:
             self.stats.touched.add(fragment.pk)
 
     def _kind(self, doc: NormalizedDocument, chunk_: Chunk) -> str:
-        return self._kind_for(doc, chunk_.namespace)
+        return self._kind_for(doc, chunk_.namespace, self._policy_kinds.get(doc.path))
 
     @staticmethod
-    def _kind_for(doc: NormalizedDocument, namespace: str) -> str:
+    def _kind_for(doc: NormalizedDocument, namespace: str, policy_kind: str | None = None) -> str:
+        """Front matter (the author's word on this document) over the source's policy
+        (``.contexts.toml`` and its defaults, contexts/ingestion/policy.py) over the
+        namespace's kind."""
         if doc.kind in FRONT_MATTER_KINDS:
             return doc.kind
+        if policy_kind:
+            return policy_kind
         return FragmentKind.CODE if namespace == "code" else FragmentKind.PROSE
 
     def _owner(self, doc: NormalizedDocument):

@@ -1,21 +1,28 @@
 """Stage 0 — sources: which files of a directory or git checkout to ingest, and what git knows
 about them (last author and time).
 
-Respects ``.gitignore`` files (any depth), skips version-control and vendored directories,
-binaries, generated files and files above the size limit — each skip with a recorded reason.
+In a git work tree only tracked files are read unless the job includes untracked ones
+(:mod:`~contexts.ingestion.git_tree`); elsewhere the directory is walked, honouring
+``.gitignore`` files (any depth). Either way version-control, vendored and tool directories,
+the instance's own data, the policy's exclusions (:mod:`~contexts.ingestion.policy`: the
+defaults and ``.contextsignore``), binaries, generated and oversized files are left out — each
+with a recorded reason — and nothing is read through a link leaving the root.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import os
 import subprocess
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import pathspec
 
-from contexts.ingestion.normalize import is_generated, is_probably_binary
+from contexts.ingestion import git_tree, policy
+from contexts.ingestion.normalize import generated_reason, is_probably_binary
+from contexts.ingestion.policy import Policy
 from contexts.ingestion.server_paths import Unsafe, is_protected, read_beneath
 
 SKIP_DIRS = frozenset({
@@ -29,6 +36,9 @@ INGESTIBLE_SUFFIXES = frozenset({
     ".go", ".java", ".rs",
 })
 INGESTIBLE_NAMES = frozenset({"README", "LICENSE", "CONTRIBUTING", "CHANGELOG"})
+VENDORED = "vendored, build or tool directory"
+INSTANCE_DATA = "the instance's own data"
+MAX_IGNORE_FILE_BYTES = 256 * 1024
 
 
 @dataclass(frozen=True)
@@ -37,6 +47,7 @@ class SourceFile:
     raw: bytes
     author: str = ""
     authored_at: dt.datetime | None = None
+    kind: str | None = None   # the policy's kind for this path; front matter still wins
 
 
 @dataclass(frozen=True)
@@ -50,36 +61,26 @@ def _gitignore_spec(root: Path, directory: Path) -> pathspec.PathSpec | None:
     if not ignore.is_file():
         return None
     prefix = directory.relative_to(root).as_posix()
-    lines = []
-    for line in ignore.read_text(errors="replace").splitlines():
-        stripped = line.strip()
-        if not stripped or stripped.startswith("#"):
-            continue
-        # Patterns in a nested .gitignore are relative to its directory.
-        if prefix not in ("", "."):
-            negate = stripped.startswith("!")
-            body = stripped[1:] if negate else stripped
-            anchored = body.startswith("/") or "/" in body.rstrip("/")
-            body = f"{prefix}/{body.lstrip('/')}" if anchored else f"{prefix}/**/{body}"
-            stripped = ("!" if negate else "") + body
-        lines.append(stripped)
-    return pathspec.GitIgnoreSpec.from_lines(lines)  # git's own semantics, incl. re-includes
+    # git's own semantics, incl. re-includes; nested patterns relative to their directory.
+    return pathspec.GitIgnoreSpec.from_lines(
+        policy.scoped_patterns(prefix, ignore.read_text(errors="replace")))
 
 
 def git_metadata(root: Path) -> dict[str, tuple[str, dt.datetime]]:
     """path → (author, time) of the last commit touching it, from one ``git log`` pass."""
     try:
         result = subprocess.run(
-            ["git", "-C", str(root), "log", "--name-only", "--no-renames",
+            ["git", *git_tree.SAFE_CONFIG, "-C", str(root), "log", "--name-only", "--no-renames",
              "--format=\x1e%an\x1f%aI"],
             capture_output=True, text=True, timeout=120, check=False,
         )
+        if result.returncode != 0:
+            return {}
+        prefix = subprocess.run(
+            ["git", *git_tree.SAFE_CONFIG, "-C", str(root), "rev-parse", "--show-prefix"],
+            capture_output=True, text=True, check=False, timeout=30).stdout.strip()
     except (OSError, subprocess.TimeoutExpired):
         return {}
-    if result.returncode != 0:
-        return {}
-    prefix = subprocess.run(["git", "-C", str(root), "rev-parse", "--show-prefix"],
-                            capture_output=True, text=True, check=False).stdout.strip()
     found: dict[str, tuple[str, dt.datetime]] = {}
     for record in result.stdout.split("\x1e")[1:]:
         header, _, names = record.partition("\n")
@@ -97,46 +98,138 @@ def git_metadata(root: Path) -> dict[str, tuple[str, dt.datetime]]:
     return found
 
 
-def walk(root: Path, *, max_bytes: int) -> Iterator[SourceFile | Skipped]:
+def walk(root: Path, *, max_bytes: int,
+         include_untracked: bool = False) -> Iterator[SourceFile | Skipped]:
     """Every file under ``root`` in a stable order: a SourceFile to ingest or why it is not.
 
     Nothing outside ``root`` is read (links leaving it are skipped, see
     :func:`~contexts.ingestion.server_paths.read_beneath`), nor the instance's own data
-    directories inside it."""
+    directories inside it. A single file is read as named (no git, no policy: the caller chose
+    it). Raises :class:`~contexts.ingestion.policy.PolicyError` for a policy file that cannot
+    be honoured and :class:`~contexts.ingestion.git_tree.GitListingFailed` for a work tree git
+    cannot list — before anything is yielded."""
     root = root.resolve()
     if root.is_file():
         yield from _one(root.parent, root, max_bytes, {})
         return
-    meta = git_metadata(root)
+    rules = policy.load(root)
+    listing = git_tree.list_files(root, include_untracked=include_untracked)
+    meta = git_metadata(root) if listing is not None else {}
+    found = (_directory_files(root, rules) if listing is None
+             else _listed_files(root, listing, rules, include_untracked=include_untracked))
+    for item in found:
+        if isinstance(item, Skipped):
+            yield item
+        else:
+            yield from _one(root, item, max_bytes, meta, rules)
+
+
+def _directory_files(root: Path, rules: Policy) -> Iterator[Path | Skipped]:
+    """Outside a git work tree: the directory itself, honouring ``.gitignore`` files."""
     specs: list[pathspec.PathSpec] = []
     for directory, dirnames, filenames in _walk_sorted(root):
         spec = _gitignore_spec(root, directory)
         if spec is not None:
             specs.append(spec)
         rel_dir = directory.relative_to(root).as_posix()
+        if policy.IGNORE_FILE in filenames:
+            _add_ignore_file(root, rel_dir, rules)
         kept = []
         for name in dirnames:
             rel = f"{rel_dir}/{name}" if rel_dir != "." else name
-            if name in SKIP_DIRS:
-                yield Skipped(rel + "/", "vendored, build or tool directory")
-                continue
-            if is_protected(directory / name):
-                yield Skipped(rel + "/", "the instance's own data")
-                continue
-            if name.startswith(".") or any(s.match_file(rel + "/") for s in specs):
-                continue
-            kept.append(name)
+            ignored = any(s.match_file(rel + "/") for s in specs)
+            reason = _directory_reason(root, rel, name, rules, ignored=ignored)
+            if reason:
+                yield Skipped(policy.printable(rel) + "/", reason)
+            elif reason is None:
+                kept.append(name)
         dirnames[:] = kept
         for name in filenames:
             rel = f"{rel_dir}/{name}" if rel_dir != "." else name
-            if any(s.match_file(rel) for s in specs):
-                continue
-            yield from _one(root, directory / name, max_bytes, meta)
+            if not any(s.match_file(rel) for s in specs):
+                yield directory / name
+
+
+def _listed_files(root: Path, listing: git_tree.Listing, rules: Policy, *,
+                  include_untracked: bool) -> Iterator[Path | Skipped]:
+    """In a git work tree: the files git lists. Each name is checked to be a plain relative
+    path, and its directories pass the same rules as a directory walk's."""
+    entries = sorted([(name, True) for name in listing.tracked]
+                     + [(name, False) for name in listing.untracked],
+                     key=lambda entry: entry[0].split(b"/"))
+    names: list[tuple[str, bool]] = []
+    for raw, tracked in entries:
+        try:
+            rel = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            yield Skipped(policy.printable(raw.decode("utf-8", errors="replace")),
+                          policy.NOT_UTF8)
+            continue
+        names.append((rel, tracked))
+    # Ignore files first, shallower first: each applies to every listed path below it.
+    for rel, _ in sorted(names, key=lambda entry: entry[0].count("/")):
+        if PurePosixPath(rel).name == policy.IGNORE_FILE and _plain(rel):
+            _add_ignore_file(root, str(PurePosixPath(rel).parent), rules)
+    verdicts: dict[str, str | bool | None] = {}  # directory → reason, False (quietly) or None
+    for rel, tracked in names:
+        if not _plain(rel):
+            yield Skipped(policy.printable(rel), policy.OUTSIDE)
+            continue
+        blocked = False
+        parts = rel.rstrip("/").split("/")
+        for depth in range(1, len(parts)):
+            directory = "/".join(parts[:depth])
+            if directory not in verdicts:
+                verdicts[directory] = _directory_reason(root, directory, parts[depth - 1],
+                                                        rules)
+                if verdicts[directory]:
+                    yield Skipped(policy.printable(directory) + "/", verdicts[directory])
+            if verdicts[directory] is not None:
+                blocked = True
+                break
+        if blocked:
+            continue
+        if not tracked and not include_untracked:
+            name = parts[-1]
+            if rel.endswith("/") or ingestible(name) or policy.has_control_character(name):
+                yield Skipped(policy.printable(rel), policy.UNTRACKED)
+            continue
+        if not rel.endswith("/") and os.path.lexists(root / rel):  # not deleted meanwhile
+            yield root / rel
+
+
+def _plain(rel: str) -> bool:
+    """A relative path with no empty, ``.`` or ``..`` component: git never prints another,
+    and nothing else is joined to the root."""
+    parts = rel.rstrip("/").split("/")
+    return not rel.startswith("/") and all(part not in ("", ".", "..") for part in parts)
+
+
+def _directory_reason(root: Path, rel: str, name: str, rules: Policy, *,
+                      ignored: bool = False) -> str | bool | None:
+    """Why the walk does not enter a directory: a reason to record, ``False`` to leave it out
+    without a word (hidden, or ``ignored`` by a .gitignore), or ``None`` to enter it."""
+    if name in SKIP_DIRS:
+        return VENDORED
+    if is_protected(root / rel):
+        return INSTANCE_DATA
+    if name.startswith(".") or ignored:
+        return False
+    if policy.has_control_character(name):
+        return policy.CONTROL_CHARACTER
+    return rules.excluded(rel, directory=True).reason
+
+
+def _add_ignore_file(root: Path, rel_dir: str, rules: Policy) -> None:
+    path = root / rel_dir / policy.IGNORE_FILE
+    try:
+        text = read_beneath(root, path, MAX_IGNORE_FILE_BYTES).decode("utf-8", errors="replace")
+    except (Unsafe, ValueError, OSError):
+        return  # a link out of the root or an unreadable file says nothing about this tree
+    rules.add_ignore_file("" if rel_dir == "." else rel_dir, text)
 
 
 def _walk_sorted(root: Path):
-    import os
-
     for directory, dirnames, filenames in os.walk(root):
         dirnames.sort()
         filenames.sort()
@@ -148,9 +241,22 @@ def ingestible(name: str) -> bool:
     return path.suffix.lower() in INGESTIBLE_SUFFIXES or path.stem in INGESTIBLE_NAMES
 
 
-def _one(root: Path, file: Path, max_bytes: int,
-         meta: dict[str, tuple[str, dt.datetime]]) -> Iterator[SourceFile | Skipped]:
+def _one(root: Path, file: Path, max_bytes: int, meta: dict[str, tuple[str, dt.datetime]],
+         rules: Policy | None = None) -> Iterator[SourceFile | Skipped]:
     rel = file.relative_to(root).as_posix()
+    verdict = policy.Verdict()
+    if rules is not None:
+        if policy.has_control_character(rel):
+            yield Skipped(policy.printable(rel), policy.CONTROL_CHARACTER)
+            return
+        verdict = rules.excluded(rel)
+        # A lock file is named even though its format is never ingested: it is the exclusion
+        # people look for when an answer quotes a dependency version.
+        if verdict.reason and (ingestible(file.name) or verdict.reason == policy.LOCK_FILE):
+            yield Skipped(rel, verdict.reason)
+            return
+        if verdict.reason:
+            return
     if not ingestible(file.name):
         return  # not a format we ingest at all: not worth a line in the report
     try:
@@ -162,7 +268,14 @@ def _one(root: Path, file: Path, max_bytes: int,
         yield Skipped(rel, f"unreadable: {exc.strerror}")
         return
     author, when = meta.get(rel, ("", None))
-    yield checked(SourceFile(rel, raw, author, when))
+    kind = rules.kind_for(rel) if rules is not None else None
+    source = checked(SourceFile(rel, raw, author, when, kind),
+                     content_rules=not verdict.re_included)
+    if rules is not None and isinstance(source, SourceFile) and not verdict.re_included:
+        reason = policy.content_reason(rel, raw.decode("utf-8", errors="replace"))
+        if reason:
+            source = Skipped(rel, reason)
+    yield source
 
 
 def from_uploads(files: Iterable[tuple[str, bytes]], *,
@@ -178,10 +291,14 @@ def from_uploads(files: Iterable[tuple[str, bytes]], *,
             yield checked(SourceFile(name, raw))
 
 
-def checked(source: SourceFile) -> SourceFile | Skipped:
-    """The file, or why its content is not ingested (binary, generated)."""
+def checked(source: SourceFile, *, content_rules: bool = True) -> SourceFile | Skipped:
+    """The file, or why its content is not ingested (binary; unless ``content_rules`` is off —
+    a ``.contextsignore`` re-included the file by name — generated or minified)."""
     if is_probably_binary(source.raw):
         return Skipped(source.path, "binary content")
-    if is_generated(source.path, source.raw[:65536].decode("utf-8", errors="replace")):
-        return Skipped(source.path, "generated file")
+    if content_rules:
+        reason = generated_reason(source.path,
+                                  source.raw[:65536].decode("utf-8", errors="replace"))
+        if reason:
+            return Skipped(source.path, f"excluded: {reason}")
     return source

@@ -23,6 +23,7 @@ class FragmentKind(models.TextChoices):
     POLICY = "policy", "policy"
     NEGATIVE = "negative", "negative context"
     SESSION_SUMMARY = "session-summary", "session summary"
+    TEST = "test", "test code"  # ingestion's default for test files (contexts/ingestion/policy.py)
 
 
 class FragmentStatus(models.TextChoices):

@@ -41,6 +41,9 @@ class IngestionJob(PublicIdModel):
                               "the job's files in the uploads storage")
     source_kind = models.CharField(max_length=10, default="path",
                                    choices=[("path", "path"), ("upload", "upload")])
+    # In a git work tree a path job reads tracked files only unless this is set
+    # (contexts/ingestion/git_tree.py): an untracked file is nobody's published knowledge.
+    include_untracked = models.BooleanField(default=False)
     state = models.CharField(max_length=8, choices=JobState.choices, default=JobState.QUEUED)
     files_total = models.PositiveIntegerField(default=0)
     files_done = models.PositiveIntegerField(default=0)

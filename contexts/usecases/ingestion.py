@@ -46,6 +46,8 @@ class SubmitSource:
     context: Context | None = None
     owner: Any = None        # who owns fragments without a front-matter owner
     created_by: Any = None   # the user shown as the job's author
+    # A path in a git work tree: read untracked (not ignored) files too, not only tracked ones.
+    include_untracked: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,7 +68,8 @@ def submit(principal: Any, command: SubmitSource, *, queue: bool = True) -> Inge
     with transaction.atomic():
         job = create_job(principal, command.scope, command.path,
                          source_kind="upload" if upload else "path", context=command.context,
-                         owner=command.owner, created_by=command.created_by)
+                         owner=command.owner, created_by=command.created_by,
+                         include_untracked=command.include_untracked and not upload)
         if upload:
             save_uploads(job, command.files)
         if queue:
@@ -108,9 +111,11 @@ def submit_uploads(principal: Any, command: UploadSources) -> IngestionJob:
 
 
 def create_job(principal: Any, scope: Scope, source: str, *, source_kind: str = "path",
-               context: Context | None = None, owner=None, created_by=None) -> IngestionJob:
+               context: Context | None = None, owner=None, created_by=None,
+               include_untracked: bool = False) -> IngestionJob:
     """A queued job. A ``path`` source is checked by :mod:`~contexts.ingestion.server_paths`:
-    any path for the operator (``SYSTEM``), superusers under the ingest roots otherwise."""
+    any path for the operator (``SYSTEM``), superusers under the ingest roots otherwise. In a
+    git work tree it reads tracked files only, unless ``include_untracked``."""
     operator = principal is SYSTEM
     if source_kind == "path" and not operator:
         server_paths.require_path_right(principal)
@@ -125,10 +130,12 @@ def create_job(principal: Any, scope: Scope, source: str, *, source_kind: str = 
     job = IngestionJob.objects.create(
         org_id=scope.org_id, scope=scope, context=context, source=str(source),
         source_kind=source_kind, owner=owner, created_by=created_by,
+        include_untracked=include_untracked and source_kind == "path",
     )
     record(principal, "job.create", job, org=job.org, after={
         "scope": scope.public_id, "source_kind": source_kind,
-        "context": context.public_id if context is not None else None})
+        "context": context.public_id if context is not None else None,
+        "include_untracked": job.include_untracked})
     return job
 
 

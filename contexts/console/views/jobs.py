@@ -109,7 +109,8 @@ def ingest_path(request: HttpRequest, slug: str) -> HttpResponse:
     scope = _chosen_scope(request, org, form.cleaned_data["scope"])
     try:
         job = ingestion.submit(request.user, SubmitSource(
-            scope=scope, path=form.cleaned_data["path"].strip(), created_by=request.user))
+            scope=scope, path=form.cleaned_data["path"].strip(), created_by=request.user,
+            include_untracked=form.cleaned_data["include_untracked"]))
     except InvalidOperation as exc:
         form.add_error("path" if exc.field == "path" else None, str(exc))
         return _page(request, org, path_form=form, status=400)

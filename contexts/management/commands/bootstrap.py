@@ -43,7 +43,9 @@ class Command(BaseCommand):
         Membership.objects.get_or_create(user=user, org=org, defaults={"role": Role.ADMIN})
         if demo and not IngestionJob.objects.filter(org=org).exists():
             # The project's own README, docs (with ADRs) and code: real content to curate and
-            # search at once. The worker runs it; the console shows its progress.
+            # search at once. The worker runs it; the console shows its progress. Tracked files
+            # only: a stray untracked note or key in the checkout is not demo knowledge, and the
+            # defaults leave test fixtures out (contexts/ingestion/policy.py).
             job = ingestion.submit(SYSTEM, SubmitSource(scope=repo.scope,
                                                         path=str(settings.BASE_DIR), owner=user))
             self.stdout.write(f"Ingesting this repository into demo/{DEMO_REPO} in the "

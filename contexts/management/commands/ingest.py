@@ -1,10 +1,11 @@
 """``manage.py ingest PATH --org SLUG [--repo SLUG] [--persona SLUG] [--context NAME]
-[--owner USERNAME] [--wait | --inline]``."""
+[--owner USERNAME] [--include-untracked] [--wait | --inline]``."""
 
 from __future__ import annotations
 
 import sys
 import time
+from collections import Counter
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
@@ -29,6 +30,10 @@ class Command(BaseCommand):
         parser.add_argument("--context", help="slug of a context to put the fragments in")
         parser.add_argument("--owner", help="username owning fragments without a front-matter "
                                             "owner")
+        parser.add_argument("--include-untracked", action="store_true",
+                            help="in a git work tree, also ingest files git does not track "
+                                 "(those .gitignore does not exclude); by default only "
+                                 "tracked files are read")
         mode = parser.add_mutually_exclusive_group()
         mode.add_argument("--wait", action="store_true",
                           help="queue the job and show its progress until it ends")
@@ -37,7 +42,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, path: str, org: str, repo: str | None, persona: str | None,
                context: str | None, owner: str | None, wait: bool, inline: bool,
-               **options) -> None:
+               include_untracked: bool = False, **options) -> None:
         organization = find_org(org)
         if organization is None:
             raise CommandError(f"no organization {org!r}")
@@ -62,7 +67,8 @@ class Command(BaseCommand):
             owner_user = get_user_model().objects.filter(username=owner).first()
             if owner_user is None:
                 raise CommandError(f"no user {owner!r}")
-        command = SubmitSource(scope=scope, path=path, context=bundle, owner=owner_user)
+        command = SubmitSource(scope=scope, path=path, context=bundle, owner=owner_user,
+                               include_untracked=include_untracked)
         try:
             job = ingestion.submit(SYSTEM, command, queue=not inline)
         except InvalidOperation as exc:
@@ -101,6 +107,10 @@ class Command(BaseCommand):
             f"{job.fragments_retired} retired, {job.duplicates_collapsed} near-duplicates "
             f"collapsed, {len(job.skipped)} skipped, {len(job.errors)} errors in {seconds:.1f}s"
         )
+        reasons = Counter(entry["reason"] for entry in job.skipped)
+        if reasons:  # the exclusions at a glance; every file is on the job's page and API
+            self.stdout.write("  skipped: " + ", ".join(
+                f"{count} {reason}" for reason, count in reasons.most_common()))
         for error in job.errors:
             self.stderr.write(f"  error {error['path']}: {error['reason']}")
         if job.state == JobState.FAILED:
