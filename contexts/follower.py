@@ -61,6 +61,8 @@ BATCH = 500
 LOCK_TIMEOUT = 60.0
 # A follower's position is written to the database at most this often per organization.
 REPORT_EVERY = 5.0
+# Seconds between passes that open every index to check it (the others only look for it).
+FULL_CHECK_EVERY = 30.0
 
 
 @dataclass(frozen=True)
@@ -197,6 +199,11 @@ def _marked_rebuilding(org_id: int) -> Iterator[None]:
         marker.unlink(missing_ok=True)
 
 
+def _present(org_id: int) -> bool:
+    """The index's files are there (a stat, for every pass; :func:`_healthy` opens it)."""
+    return (index_path(org_id) / "meta.json").exists()
+
+
 def _healthy(org_id: int) -> bool:
     try:
         open_index(index_path(org_id), create=False)
@@ -265,6 +272,7 @@ def _rebuild(org_id: int, batch: int = 2000) -> int:
             index.clear()
         except (IndexSchemaMismatch, IndexUnavailable, ValueError):
             # Deleted, corrupted or another schema: tantivy cannot open it even to clear it.
+            logger.warning("lexical index of org %s is unreadable; recreating it", org_id)
             index.recreate()
         ids = list(Fragment.objects.filter(org_id=org_id, status=FragmentStatus.ACTIVE)
                    .order_by("pk").values_list("pk", flat=True))
@@ -338,6 +346,7 @@ class NodeFollower:
         self.node = node_name()
         self._stop = threading.Event()
         self._reported: dict[int, tuple[int, float]] = {}
+        self._checked_at = float("-inf")  # the first pass opens every index
         self.heartbeat = 0.0  # time.time() of the last complete pass
 
     def stop(self) -> None:
@@ -374,12 +383,19 @@ class NodeFollower:
         """One pass: create missing indexes, apply what every organization's feed gained."""
         heads = dict(ChangeHead.objects.values_list("org_id", "seq"))
         orgs = list(Organization.objects.order_by("pk").values_list("pk", flat=True))
+        # Opening an index to check it costs ≈2 ms; every pass, for every organization, that
+        # was CPU the web process serving retrievals shares. A pass looks for the index's
+        # files; every FULL_CHECK_EVERY seconds it opens each one (corruption, old schema).
+        full = time.monotonic() - self._checked_at >= FULL_CHECK_EVERY
         for org_id in orgs:
             mark = read_mark(org_id)
-            if (mark is None or mark.seq != heads.get(org_id, 0) or not _healthy(org_id)
+            present = _healthy(org_id) if full else _present(org_id)
+            if (mark is None or mark.seq != heads.get(org_id, 0) or not present
                     or _left_behind(org_id)):
                 catch_up(org_id)
             self._report(org_id)
+        if full:
+            self._checked_at = time.monotonic()
         _drop_deleted(set(orgs))
         self.heartbeat = time.time()
         write_heartbeat(self.heartbeat)
