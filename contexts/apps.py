@@ -13,9 +13,10 @@ class ContextsConfig(AppConfig):
             metrics,
             signals,  # noqa: F401 - connects receivers
         )
-        from contexts.governance import nudges
+        from contexts.governance import nudges, secret_nudges
         from contexts.ids import register_converters
         from contexts.services.fragments import fragments_changed
+        from contexts.services.secrets import secrets_found
         from contexts.services.token_audit import record_token_change
 
         register_converters()  # <pid:…> and friends, before any URLconf is imported
@@ -26,4 +27,7 @@ class ContextsConfig(AppConfig):
         # of edited fragments open until the next scan.
         fragments_changed.connect(nudges.follow_fragment_changes,
                                   dispatch_uid="governance.nudges.reconcile")
+        # A secret found on the way in: its file's owner is asked to rotate it.
+        secrets_found.connect(secret_nudges.nudge_owners,
+                              dispatch_uid="governance.secret_nudges")
         metrics.add_scrape_collector(follower.LAG_COLLECTOR)

@@ -441,6 +441,13 @@ INGEST_MAX_FILE_BYTES = env_int("CONTEXTS_INGEST_MAX_FILE_BYTES", 1_000_000)
 # may (the CLI is unaffected). See contexts/ingestion/server_paths.py.
 INGEST_ROOTS = env_list("CONTEXTS_INGEST_ROOTS")
 INGEST_EMBED_BATCH_CHUNKS = env_int("CONTEXTS_INGEST_BATCH", 256)
+# What a write with a detected secret becomes (contexts/services/secrets.py, ADR 0016):
+# "redact" stores it with the secret replaced by a typed placeholder, "refuse" does not store it.
+SECRET_POLICY = env_str("CONTEXTS_SECRET_POLICY", "redact").strip().lower()
+if SECRET_POLICY not in ("redact", "refuse"):
+    from django.core.exceptions import ImproperlyConfigured
+
+    raise ImproperlyConfigured("CONTEXTS_SECRET_POLICY must be 'redact' or 'refuse'")
 
 LOGGING = {
     "version": 1,

@@ -4,6 +4,7 @@ nudge emails name it). They are console pages (``contexts.console.views.governan
 from django.urls import path
 
 from contexts.console.views import governance as views
+from contexts.console.views import secrets
 
 app_name = "governance"
 
@@ -13,4 +14,5 @@ urlpatterns = [
     path("fragments/<pid:public_id>/chain", views.chain, name="chain"),
     path("dedup/", views.dedup_review, name="dedup"),
     path("dedup/<int:pk>/decide", views.dedup_decide, name="dedup-decide"),
+    path("secrets/", secrets.secret_findings, name="secrets"),
 ]

@@ -32,7 +32,7 @@ def _target(job: IngestionJob) -> Target:
     if scope.kind == "repo":
         repository = Repository.objects.get(scope=scope)
     return Target(org=job.org, scope=scope, repository=repository, context=job.context,
-                  default_owner=job.owner or job.created_by)
+                  default_owner=job.owner or job.created_by, job=job)
 
 
 def run_job(job_id: int) -> IngestionJob | None:

@@ -50,7 +50,11 @@ from contexts.models import (
     SourcePointer,
 )
 from contexts.models.fragments import LinkKind
+from contexts.models.jobs import IngestionJob
+from contexts.models.secrets import SecretAction, SecretOrigin
 from contexts.services import fragments as fragment_service
+from contexts.services import secrets as secret_service
+from contexts.services.secret_scan import PLACEHOLDER_MARK, Finding
 from contexts.tokens import count_tokens
 
 logger = logging.getLogger(__name__)
@@ -70,6 +74,7 @@ class Target:
     repository: Repository | None = None
     context: Context | None = None
     default_owner: object | None = None
+    job: IngestionJob | None = None  # whose findings of secrets these are
 
 
 @dataclass
@@ -97,6 +102,8 @@ class Planned:
     doc: NormalizedDocument
     chunks: list[Chunk]
     document: SourceDocument | None
+    # Secrets the file held (kind, file line), already redacted out of ``doc``.
+    secrets: list[Finding] = field(default_factory=list)
 
 
 def document_hash(doc: NormalizedDocument, policy_kind: str | None = None) -> str:
@@ -254,7 +261,10 @@ class Ingestor:
     def _parse(self, source: SourceFile) -> Planned | None:
         """Normalize and chunk one file; None when it failed or its content is unchanged."""
         try:
-            doc = normalize(source.path, source.raw)
+            # Secrets out first, on the file's own lines, so that no chunk, title, link or
+            # vector ever holds one (contexts/services/secrets.py, ADR 0016).
+            text, found = secret_service.screen_file(source.path, source.raw)
+            doc = normalize(source.path, text)
             document = self._document(source.path)
             if document is not None and document.content_hash == document_hash(doc,
                                                                                source.kind):
@@ -275,7 +285,11 @@ class Ingestor:
             logger.exception("could not chunk %s", source.path)
             self._fail(source.path, f"{type(exc).__name__}: {exc}")
             return None
-        return Planned(source, doc, chunks, document)
+        if found and secret_service.policy() == secret_service.REFUSE:
+            # Policy refuse: a chunk that held a secret is not stored at all (an earlier
+            # version of it is retired like any chunk its file no longer yields).
+            chunks = [c for c in chunks if PLACEHOLDER_MARK not in c.text]
+        return Planned(source, doc, chunks, document, secrets=found)
 
     def _document(self, path: str) -> SourceDocument | None:
         return SourceDocument.objects.filter(org=self.target.org,
@@ -401,7 +415,24 @@ class Ingestor:
         self.stats.files_done += len(plans)
         self.on_progress(self.stats)
 
+    def _record_secrets(self, planned: Planned, document: SourceDocument) -> None:
+        """The file's findings by file and line, never the values: rows and audit events in
+        the group's transaction, the owner's nudge once it commits."""
+        job = self.target.job
+        secret_service.record(
+            SYSTEM, planned.secrets, org=self.target.org, path=planned.doc.path, job=job,
+            document=document,
+            origin=(SecretOrigin.UPLOAD if job is not None and job.source_kind == "upload"
+                    else SecretOrigin.INGESTION),
+            action=(SecretAction.REFUSED if secret_service.policy() == secret_service.REFUSE
+                    else SecretAction.REDACTED))
+
     def _count(self, plan: FilePlan) -> None:
+        verb = ("not stored" if secret_service.policy() == secret_service.REFUSE
+                else "redacted")
+        for finding in plan.planned.secrets:
+            self.stats.warnings.append({"path": plan.planned.doc.path, "reason": (
+                f"secret {verb}: {finding} (Governance → Secrets)")})
         for chunk_plan in plan.chunks:
             self.stats.chunk_tokens.append(chunk_plan.chunk.token_count)
             if chunk_plan.action == "create":
@@ -416,6 +447,8 @@ class Ingestor:
     def _write_file(self, plan: FilePlan) -> list[tuple[Fragment, ChunkPlan]]:
         doc = plan.planned.doc
         document = self._save_document(plan.planned)
+        if plan.planned.secrets:
+            self._record_secrets(plan.planned, document)
         written = []
         for chunk_plan in plan.chunks:
             fragment = self._apply(document, doc, chunk_plan)

@@ -18,6 +18,7 @@ from contexts.models.fragments import (
 )
 from contexts.models.governance import Nudge
 from contexts.models.jobs import IngestionJob, JobState
+from contexts.models.secrets import SecretAction, SecretFinding, SecretOrigin
 from contexts.models.sources import SourceDocument, SourcePointer
 from contexts.models.traces import RetrievalTrace
 from contexts.models.uploads import UploadBlob
@@ -47,6 +48,9 @@ __all__ = [
     "Nudge",
     "Pin",
     "RetrievalTrace",
+    "SecretAction",
+    "SecretFinding",
+    "SecretOrigin",
     "SourceDocument",
     "SourcePointer",
     "StalenessScan",

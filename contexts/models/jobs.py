@@ -68,6 +68,8 @@ class IngestionJob(PublicIdModel):
         ordering = ["-created_at"]
         constraints = [
             models.UniqueConstraint(fields=["org", "public_id"], name="ingestionjob_public_id"),
+            # What composite foreign keys to a job refer to (secret findings; tenancy).
+            models.UniqueConstraint(fields=["org", "id"], name="ingestionjob_org_key"),
         ]
 
     def __str__(self) -> str:

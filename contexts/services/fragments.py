@@ -35,7 +35,8 @@ from contexts.models import (
 )
 from contexts.models.changes import ChangeKind
 from contexts.models.fragments import LinkKind, Namespace
-from contexts.services import audit, change_feed
+from contexts.models.secrets import SecretAction, SecretOrigin
+from contexts.services import audit, change_feed, secrets
 from contexts.services.errors import EditConflict, InvalidOperation
 from contexts.tokens import count_tokens
 
@@ -161,19 +162,34 @@ def _version_row(fragment: Fragment, editor: Any, reason: str) -> FragmentVersio
     )
 
 
+def create_fragment(principal: Any, scope: Scope, **kwargs: Any) -> Fragment:
+    """Create a fragment in ``scope``; agents may only write into sessions. Its text is
+    screened for secrets first (``contexts.services.secrets``): redacted, or refused — a
+    refusal is recorded after the write's transaction has rolled back."""
+    try:
+        return _create_fragment(principal, scope, **kwargs)
+    except secrets.SecretRefused as refused:
+        secrets.record_refusal(principal, refused)
+        raise
+
+
 @transaction.atomic
-def create_fragment(principal: Any, scope: Scope, *, body: str, title: str = "",
-                    kind: str = FragmentKind.PROSE, owner=None,
-                    heading_path: list[str] | None = None,
-                    language: str = "", symbol: str = "", token_count: int = 0,
-                    contexts: Iterable[Context] = (), uid: uuid.UUID | None = None,
-                    reason: str = "created", **fields: Any) -> Fragment:
-    """Create a fragment in ``scope``; agents may only write into sessions."""
+def _create_fragment(principal: Any, scope: Scope, *, body: str, title: str = "",
+                     kind: str = FragmentKind.PROSE, owner=None,
+                     heading_path: list[str] | None = None,
+                     language: str = "", symbol: str = "", token_count: int = 0,
+                     contexts: Iterable[Context] = (), uid: uuid.UUID | None = None,
+                     reason: str = "created", **fields: Any) -> Fragment:
     require(principal, "contribute" if scope.kind == "session" else "curate", scope)
     if not body or not body.strip():
         raise InvalidOperation("body must not be empty", field="body")
     if kind not in FragmentKind.values:
         raise InvalidOperation(f"unknown kind {kind!r}", field="kind")
+    screened = secrets.screen_write(body=body, title=title, org_id=scope.org_id,
+                                    origin=SecretOrigin.WRITE)
+    body, title = screened.body, screened.title
+    if screened.findings:
+        token_count = 0  # counted again below, on the text stored
     fragment = Fragment(
         uid=uid or uuid.uuid4(),
         org_id=scope.org_id,
@@ -199,6 +215,8 @@ def create_fragment(principal: Any, scope: Scope, *, body: str, title: str = "",
         fragment.contexts.set(contexts)
     _write_version(fragment, principal, reason)
     audit.record(principal, "fragment.create", fragment, after=snapshot(fragment))
+    secrets.record(principal, screened.findings, org=scope.org_id, origin=SecretOrigin.WRITE,
+                   action=SecretAction.REDACTED, fragment=fragment)
     notify_changed([fragment.pk], ChangeKind.CREATE)
     return fragment
 
@@ -218,16 +236,32 @@ def _same_text_since(current: Fragment, version: int) -> bool:
                                           title=current.title, body=current.body).exists()
 
 
-@transaction.atomic
-def edit_fragment(principal: Any, fragment: Fragment, *, based_on_version: int, body: str,
-                  title: str | None = None, reason: str = "", **metadata: Any) -> Fragment:
+def edit_fragment(principal: Any, fragment: Fragment, **kwargs: Any) -> Fragment:
     """Write a new version, if ``based_on_version`` is still the current one.
 
     Optimistic concurrency: the row is locked, its version compared with the editor's; a stale
-    edit raises :class:`EditConflict` carrying both texts and changes nothing.
+    edit raises :class:`EditConflict` carrying both texts and changes nothing. The new text is
+    screened for secrets first, as :func:`create_fragment`'s is.
     """
+    try:
+        return _edit_fragment(principal, fragment, **kwargs)
+    except secrets.SecretRefused as refused:
+        secrets.record_refusal(principal, refused)
+        raise
+
+
+@transaction.atomic
+def _edit_fragment(principal: Any, fragment: Fragment, *, based_on_version: int, body: str,
+                   title: str | None = None, reason: str = "", **metadata: Any) -> Fragment:
     current = _locked(fragment)
     require(principal, "curate", current.scope)
+    # Before the conflict check, so that a conflict's answer carries no secret back either.
+    screened = secrets.screen_write(body=body, title=title or "", org_id=current.org_id,
+                                    origin=SecretOrigin.EDIT, fragment=current)
+    body = screened.body
+    title = title if title is None else screened.title
+    if screened.findings:
+        metadata.pop("token_count", None)  # counted again below, on the text stored
     new_title = current.title if title is None else title[:300]
     if based_on_version != current.version and not _same_text_since(current, based_on_version):
         raise EditConflict(
@@ -259,6 +293,8 @@ def edit_fragment(principal: Any, fragment: Fragment, *, based_on_version: int, 
     current.save()
     _write_version(current, principal, reason or "edited")
     audit.record(principal, "fragment.edit", current, before=before, after=snapshot(current))
+    secrets.record(principal, screened.findings, org=current.org_id, origin=SecretOrigin.EDIT,
+                   action=SecretAction.REDACTED, fragment=current)
     notify_changed([current.pk], ChangeKind.VERSION)
     return current
 

@@ -154,6 +154,9 @@ def fragment_edit(request: HttpRequest, fragment_id: str) -> HttpResponse:
     if not form.is_valid():
         return _edit_response(request, fragment, form, status=400)
     data = form.cleaned_data
+    # The question asked before this edit is the one it settles; a nudge the edit opens itself
+    # (a secret in it was redacted) stays open for the owner.
+    open_nudge = fragment.nudges.filter(state__in=OPEN_NUDGE_STATES).first()
     try:
         fragment = edit_fragment(request.user, fragment,
                                  based_on_version=data["based_on_version"], body=data["body"],
@@ -168,7 +171,6 @@ def fragment_edit(request: HttpRequest, fragment_id: str) -> HttpResponse:
     except InvalidOperation as exc:
         form.add_error(exc.field if exc.field in form.fields else None, str(exc))
         return _edit_response(request, fragment, form, status=400)
-    open_nudge = fragment.nudges.filter(state__in=OPEN_NUDGE_STATES).first()
     if open_nudge is not None:
         # The edit settles "is this still accurate?" (governance may already have closed it).
         try:
@@ -181,6 +183,11 @@ def fragment_edit(request: HttpRequest, fragment_id: str) -> HttpResponse:
                    **panels_context(visible(request), fragment), "saved": True}
         return render(request, "htmx/fragment_saved.html", context)
     messages.success(request, f"Saved version {fragment.version}.")
+    redacted = fragment.secret_findings.filter(fragment_version=fragment.version).count()
+    if redacted:
+        messages.warning(request, f"{redacted} secret{'s were' if redacted != 1 else ' was'} "
+                                  "replaced by a placeholder before storage: rotate it, and "
+                                  "keep it in a secret store.")
     return redirect("console:fragment", fragment_id=fragment.public_id)
 
 
