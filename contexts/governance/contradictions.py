@@ -136,6 +136,10 @@ class Claim:
     quantities: frozenset[tuple[str, float]]
     dates: frozenset[str]
     versions: frozenset[str]
+    # A Markdown table row is a record keyed by its first cell: it is only ever compared with
+    # the row of the same key (two rows of a results table are two measurements, not one fact
+    # restated), and never with a sentence.
+    row_key: str | None = None
 
 
 @dataclass(frozen=True)
@@ -231,7 +235,15 @@ def claim(sentence: str) -> Claim:
     # A code span is one thing, however many words it spells.
     content |= {span.strip().lower() for span in CODE_SPAN.findall(text)}
     return Claim(sentence.strip(), content, _negated(words), numbers, quantities, dates,
-                 versions)
+                 versions, _row_key(text))
+
+
+def _row_key(text: str) -> str | None:
+    stripped = text.strip()
+    if not stripped.startswith("|"):
+        return None
+    first = stripped.strip("|").split("|", 1)[0]
+    return " ".join(first.replace("`", "").lower().split())
 
 
 def statements(text: str) -> str:
@@ -363,13 +375,17 @@ def differences(older_text: str, newer_text: str, min_overlap: float = 0.5) -> l
     for old in olds:
         if not news:
             break
-        overlap, new = max(((_jaccard(old.words, c.words), c) for c in news),
+        same_shape = [c for c in news if c.row_key == old.row_key]
+        if not same_shape:
+            continue
+        overlap, new = max(((_jaccard(old.words, c.words), c) for c in same_shape),
                            key=lambda item: item[0])
         if overlap < min_overlap:
             continue
         # Mutual best match: a sentence of the newer text answers for one older sentence only
         # (parallel rows of a table must not be compared across).
-        best_back = max(olds, key=lambda c: _jaccard(c.words, new.words))
+        best_back = max((c for c in olds if c.row_key == new.row_key),
+                        key=lambda c: _jaccard(c.words, new.words))
         if best_back is not old and _jaccard(best_back.words, new.words) > overlap:
             continue
         for kind, detail in _compare(old, new):

@@ -74,6 +74,8 @@ def test_claims_separate_dates_versions_and_numbers():
      "number"),
     ("Retry the charge twice before paging.", "Retry the charge 4 times before paging.",
      "number"),
+    ("| `GOVERNANCE_NEIGHBOURS` | 10 | k of the nearest-neighbour searches |",
+     "| `GOVERNANCE_NEIGHBOURS` | 20 | k of the nearest-neighbour searches |", "number"),
 ])
 def test_reversals_renames_and_replaced_quantities_are_differences(older, newer, kind):
     assert kind in [d.kind for d in differences(older, newer)]
@@ -101,6 +103,11 @@ def test_reversals_renames_and_replaced_quantities_are_differences(older, newer,
      "```sh\ncurl -d '{\"budget_tokens\": 800}' http://127.0.0.1:8000/api\n```"),
     ("- 2026-02-14: the primary ran out of disk; 40 minutes of degraded search.",
      "- 2026-05-03: the primary ran out of disk; 15 minutes of degraded search."),
+    # Two rows of a results table are two measurements; a row is never a sentence.
+    ("| the best passage (max over the head and windows) | 0.6752 | 0.6547 |",
+     "| its best passage per document (max) | 0.6045 | 0.5871 |"),
+    ("The scope includes the organization-wide fragments it may read.",
+     "| `{\"repo_id\": \"web\"}` | the organization-wide fragments it may not read |"),
     # A sentence both texts still make is settled, whatever else changed around it.
     ("The bucket holds 10 requests. Alerts page on-call.",
      "The bucket holds 10 requests. Alerts page on-call. The old bucket held 20 requests."),
