@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 PORT ?= 8000
 export PORT
 
-.PHONY: run test test-fast test-unit lint services-start services-stop services-status eval clean
+.PHONY: run test test-long test-fast test-unit lint services-start services-stop services-status eval clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -24,9 +24,15 @@ $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 run: $(VENV)/.installed-run
 	$(BIN)/python manage.py runstack --port $(PORT)
 
-# Everything, with per-test timeouts (pyproject.toml, tests/conftest.py) and the 25 slowest.
+# Everything but the `long` measurements, with per-test timeouts (pyproject.toml,
+# tests/conftest.py) and the 25 slowest.
 test: $(VENV)/.installed-dev
-	$(BIN)/python -m pytest --durations=25 $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -m "not long" --durations=25 $(PYTEST_ARGS)
+
+# The end-to-end measurements of ten minutes or more (e.g. a fresh ingest of this repository
+# and its staleness scan).
+test-long: $(VENV)/.installed-dev
+	$(BIN)/python -m pytest -m long -s $(PYTEST_ARGS)
 
 # The inner loop: the database-free tests (marked `unit` by tests/conftest.py) and the
 # integration tests that are neither `slow` (real workers, servers or encoder processes,

@@ -12,9 +12,10 @@ import pytest
 from django.conf import settings
 from django.core.management import call_command
 
-# Ingesting and embedding the whole repository (secret scanning included) takes minutes on a
-# small machine: longer than the suite's slow-test timeout.
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(2700),
+# Ingesting and embedding the whole repository (secret scanning included) takes about ten
+# minutes on a small machine — a third of CI's budget on its own — so it is `long`: `make
+# test-long` runs it, `make test` does not (`manage.py scan_fresh_ingest` prints the same).
+pytestmark = [pytest.mark.slow, pytest.mark.long, pytest.mark.timeout(2700),
               pytest.mark.django_db(transaction=True)]
 
 
