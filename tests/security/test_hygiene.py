@@ -231,6 +231,13 @@ def case_supersede_fragment(cast, actor) -> Audited:  # noqa: F811
                    [("fragment.supersede", old.public_id)])
 
 
+def case_restore_fragment(cast, actor) -> Audited:  # noqa: F811
+    f = _fragment(cast, "retired")
+    fragment_services.retire_fragment(SYSTEM, f)
+    return Audited(lambda: fragment_services.restore_fragment(actor, f),
+                   [("fragment.restore", f.public_id)])
+
+
 def case_set_contexts(cast, actor) -> Audited:  # noqa: F811
     f = _fragment(cast, "bundle me")
     bundle = Context.objects.create(org=cast.org, home=cast.org.scope, slug="onboarding",
