@@ -12,9 +12,10 @@ import json
 import random
 import string
 
+from accounts.models import PUBLIC_ID_ALPHABET as BASE32
+
 UPPER_DIGITS = string.ascii_uppercase + string.digits
 ALNUM = string.ascii_letters + string.digits
-BASE32 = "0123456789abcdefghjkmnpqrstvwxyz"  # accounts.models.PUBLIC_ID_ALPHABET
 BEGIN, END = "-----BEGIN RSA " + "PRIVATE KEY-----", "-----END RSA " + "PRIVATE KEY-----"
 
 
