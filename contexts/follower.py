@@ -39,6 +39,7 @@ import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
+from functools import lru_cache
 from pathlib import Path
 
 from django.conf import settings
@@ -81,9 +82,16 @@ def enabled() -> bool:
 
 
 def node_name() -> str:
-    if settings.NODE_NAME:
-        return settings.NODE_NAME
-    digest = hashlib.sha256(str(Path(settings.LEXICAL_INDEX_DIR).resolve()).encode())
+    return _node_name(settings.NODE_NAME, str(settings.LEXICAL_INDEX_DIR))
+
+
+@lru_cache(maxsize=8)
+def _node_name(configured: str, index_dir: str) -> str:
+    # Cached: every retrieval names the node in its trace, and resolving the directory and
+    # hashing it are syscalls and work the request path need not repeat.
+    if configured:
+        return configured
+    digest = hashlib.sha256(str(Path(index_dir).resolve()).encode())
     return f"{socket.gethostname()}:{digest.hexdigest()[:8]}"
 
 
