@@ -125,9 +125,20 @@ def collect_cached(path: str, split: str, cache: Path,
     file = cache / f"{Path(path).resolve().name}-{split}.json"
     if file.exists() and not refresh:
         log(f"{file}: cached queries (--refresh runs them again)")
-        return Collected.from_json(json.loads(file.read_text()))
+        return _with_text_features(Collected.from_json(json.loads(file.read_text())),
+                                   datasets.load(path, split).queries)
     found = collect(path, split, log)
     file.write_text(json.dumps(found.as_json()))
+    return found
+
+
+def _with_text_features(found: Collected, texts: dict[str, str]) -> Collected:
+    """The cache with its query-text features computed again: they depend on the text alone,
+    so a change to :func:`adaptive.text_features` needs no re-run of the queries."""
+    columns = [adaptive.FEATURES.index(name) for name in adaptive.TEXT_FEATURES]
+    for row, qid in zip(found.features, found.qids, strict=True):
+        values = adaptive.text_features(texts[qid])
+        row[columns] = [values[name] for name in adaptive.TEXT_FEATURES]
     return found
 
 

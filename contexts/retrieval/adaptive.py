@@ -41,15 +41,33 @@ FEATURES = (
     "code_share",         # share of code fragments among both legs' top-20
 )
 
+# The features computed from the query's text alone (the rest need the legs' lists).
+TEXT_FEATURES = FEATURES[:4]
+
 _WORD = re.compile(r"[\w./:-]+")
 _SNAKE = re.compile(r"[A-Za-z0-9]_[A-Za-z0-9]|^_\w")
 _CAMEL = re.compile(r"[a-z0-9][A-Z]|[A-Z]{2,}[a-z]")
 _DOTTED = re.compile(r"\w\.\w*[A-Za-z_]\w*|::")
 _PATH = re.compile(r"\w/\w|\.(py|js|ts|go|rs|java|md|txt|toml|yaml|json)\b")
-_ERROR = re.compile(
-    r"Traceback \(most recent call last\)|File \"[^\"]+\", line \d+|"
-    r"\b[A-Z]\w*(Error|Exception|Warning|Denied|Refused|NotFound|Invalid\w*)\b\s*[:(]|"
-    r"\berror\s*[:\[]|\bexit (code|status) \d+|\b(E|W)\d{3,4}\b|\berrno\b", re.IGNORECASE)
+# What marks a pasted error, stack or log line. Case matters: "ERROR" and "InvalidOperation:"
+# are machine output, "error" and "Invalid:" in a question are not. The shapes, one per line:
+_ERROR_SHAPES = (
+    r'Traceback \(most recent call last\)|File "[^"]+", line \d+',          # Python stacks
+    # An exception's name (dotted or not) opening a line: `InvalidOperation: …`,
+    # `django.core.signing.BadSignature: …`, `ValueError(…)`. A two-hump CamelCase name or a
+    # conventional suffix, so a capitalised word before a colon ("Note: …") is not one.
+    r"^\s*(?:[a-z_]\w*\.)*(?:[A-Z][a-z0-9]+(?:[A-Z][a-z0-9]*)+|[A-Z]\w*(?:Error|Exception|"
+    r"Warning))(?::\s|\()",
+    r"\b[A-Z]\w*(?:Error|Exception|Warning|Denied|Refused|NotFound|Unavailable)\b\s*[:(]",
+    # A log level opening a line, after a timestamp or in brackets: `ERROR …`, `[WARNING] …`.
+    r"^[\s\d:,.T+-]*\[?(?:ERROR|WARNING|WARN|CRITICAL|FATAL|INFO|DEBUG)\b[\s:\]]",
+    r"\b\d{4}-\d\d-\d\d[ T]\d\d:\d\d(?::\d\d)?",                             # log timestamps
+    r'\{\s*"(?:error|errors|detail)"\s*:',                                 # JSON error bodies
+    r"^\s*(?:HTTP/[\d.]+ )?[45]\d\d [A-Z][a-z]+",                        # HTTP status lines
+    r"(?i:\b(?:error|fatal|panic)\s*[:\[]|\bexit (?:code|status) \d+|\berrno\b)",
+    r"\b[EW]\d{3,4}\b",                                                     # linter codes
+)
+_ERROR = re.compile("|".join(f"(?:{shape})" for shape in _ERROR_SHAPES), re.MULTILINE)
 _QUOTED = re.compile(r"'[^'\n]{2,}'|\"[^\"\n]{2,}\"|`[^`\n]+`")
 
 

@@ -25,6 +25,33 @@ def test_text_features_tell_identifiers_errors_and_questions_apart():
     assert identifier["identifier_share"] == 0.5
     assert dotted["identifier_share"] == 1.0
     assert error["error_like"] == 1.0 and question["log_terms"] < error["log_terms"]
+    assert set(error) == set(adaptive.TEXT_FEATURES)
+
+
+@pytest.mark.parametrize("pasted", [
+    "InvalidOperation: the context belongs to another organization",
+    "django.core.signing.BadSignature: malformed nudge token",
+    "ValueError('bad')",
+    "WARNING contexts.retrieval.lexical lexical leg failed for org 12",
+    "2026-11-30 10:02:11 job lost its worker",
+    '{"error": {"code": "invalid", "field": "top_k"}}',
+    "403 Forbidden: you may not edit fragments in this scope",
+    "fatal: not a git repository",
+])
+def test_pasted_errors_and_log_lines_are_error_like(pasted):
+    assert adaptive.text_features(pasted)["error_like"] == 1.0
+
+
+@pytest.mark.parametrize("asked", [
+    "Note: how do I pin a fragment?",
+    "what happens on an error in the worker",
+    "why is INFO logging so verbose",
+    "HashTokenSecret",
+    "QuerySet.bulk_create: where is it called",
+    "0-dimensional biomaterials show inductive properties.",
+])
+def test_questions_and_identifiers_are_not_error_like(asked):
+    assert adaptive.text_features(asked)["error_like"] == 0.0
 
 
 def test_list_features_are_scale_free():
