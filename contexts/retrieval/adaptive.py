@@ -23,6 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
+from contexts.search import EXCEPTION_HEAD
+
 MODEL_PATH = Path(__file__).with_name("fusion_model.json")
 
 # The features, in the model's column order. Each is on a scale that does not depend on the
@@ -53,11 +55,7 @@ _PATH = re.compile(r"\w/\w|\.(py|js|ts|go|rs|java|md|txt|toml|yaml|json)\b")
 # are machine output, "error" and "Invalid:" in a question are not. The shapes, one per line:
 _ERROR_SHAPES = (
     r'Traceback \(most recent call last\)|File "[^"]+", line \d+',          # Python stacks
-    # An exception's name (dotted or not) opening a line: `InvalidOperation: …`,
-    # `django.core.signing.BadSignature: …`, `ValueError(…)`. A two-hump CamelCase name or a
-    # conventional suffix, so a capitalised word before a colon ("Note: …") is not one.
-    r"^\s*(?:[a-z_]\w*\.)*(?:[A-Z][a-z0-9]+(?:[A-Z][a-z0-9]*)+|[A-Z]\w*(?:Error|Exception|"
-    r"Warning))(?::\s|\()",
+    EXCEPTION_HEAD.pattern,  # `InvalidOperation: …`, `django.core.signing.BadSignature: …`
     r"\b[A-Z]\w*(?:Error|Exception|Warning|Denied|Refused|NotFound|Unavailable)\b\s*[:(]",
     # A log level opening a line, after a timestamp or in brackets: `ERROR …`, `[WARNING] …`.
     r"^[\s\d:,.T+-]*\[?(?:ERROR|WARNING|WARN|CRITICAL|FATAL|INFO|DEBUG)\b[\s:\]]",

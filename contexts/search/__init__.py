@@ -12,9 +12,11 @@ from ._backend import (
     identifiers_from_text,
 )
 from ._schema import IndexSchemaMismatch, IndexUnavailable, open_index
+from ._terms import EXCEPTION_HEAD
 
 __all__ = [
     "DEFAULT_FIELD_BOOSTS",
+    "EXCEPTION_HEAD",
     "IndexLockBusy",
     "IndexSchemaMismatch",
     "IndexUnavailable",

@@ -328,7 +328,8 @@ class LexicalIndex:
           BM25 over title+body, as bm25s scores it (no query syntax: a pasted message full of
           `:`, `"` and `-` is text, not operators);
         * each identifier-like token, whole and canonical, on the identifiers, symbols and
-          paths fields;
+          paths fields (an exception name heading a pasted error line not on the symbols
+          field: :func:`_terms.raised_types`);
         * the pasted-message phrases (runs of three or more words between numbers, quoted
           values and line or `: ` breaks) on the text field.
         """
@@ -356,10 +357,13 @@ class LexicalIndex:
             logger.warning("lexical query has %d identifiers; scoring the first %d",
                            len(identifiers), MAX_IDENTIFIER_TERMS)
             identifiers = identifiers[:MAX_IDENTIFIER_TERMS]
+        raised = t.raised_types(text)
         for field in (s.IDENTIFIERS, s.SYMBOLS, s.PATHS):
             if boosts.get(field, 0.0) <= 0.0:
                 continue
             for term in identifiers:
+                if field == s.SYMBOLS and term in raised:
+                    continue
                 query_ = tantivy.Query.term_query(schema, field, term, index_option="freq")
                 clauses.append((tantivy.Occur.Should, _boosted(query_, boosts[field])))
         if not clauses:

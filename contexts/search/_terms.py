@@ -168,6 +168,22 @@ def query_identifier_terms(query: str, identifiers: list[str] | None = None) -> 
 
 # -- pasted messages ------------------------------------------------------------------------------
 
+# The head of a pasted error line: the raised exception's name, dotted or not, opening a line and
+# followed by `: ` or `(` (`InvalidOperation: body must not be empty`,
+# `django.core.signing.BadSignature: …`, `ValueError('…')`). A two-hump CamelCase name or a
+# conventional suffix, so a capitalised word before a colon ("Note: …") is not one.
+EXCEPTION_HEAD = re.compile(
+    r"^\s*((?:[a-z_]\w*\.)*(?:[A-Z][a-z0-9]+(?:[A-Z][a-z0-9]*)+|[A-Z]\w*(?:Error|Exception|Warning)))"
+    r"(?::\s|\()", re.MULTILINE)
+
+
+def raised_types(query: str) -> set[str]:
+    """Canonical identifier terms of the exception names heading the query's lines. They say
+    what was raised, not where: the place that raises the message is the answer, so the
+    exception class's own definition earns no definition bonus for them."""
+    return set(query_identifier_terms(query, [m.group(1) for m in EXCEPTION_HEAD.finditer(query)]))
+
+
 # Where a pasted message is cut into phrases: line breaks, `: ` (the `Error: message` and log
 # field separators), sentence ends, `|`, tabs and quotes (not the apostrophe inside `doesn't`).
 # A quoted value is its own phrase: it may be the constant part (a JSON error body's message,

@@ -141,3 +141,21 @@ def test_a_pasted_json_error_body_finds_the_message_it_quotes(index: LexicalInde
     query = ('{"error": {"code": "permission_denied", "message": "you may not write fragments '
              'into this repository; agents write into sessions"}}')
     assert _first(index, query) == "raise_write"
+
+
+def test_a_pasted_errors_exception_name_finds_the_raiser_not_the_class(
+        index: LexicalIndex) -> None:
+    """`BackupError: no backup at …` names what was raised; where it was raised is the answer.
+    The class's definition still matches the name (identifiers and words), without the
+    definition bonus that would put it first."""
+    index.upsert([
+        _code("def_error", "# ops/backup.py · BackupError\nclass BackupError(Exception):\n"
+              "    \"\"\"Raised when a restore cannot proceed.\"\"\"", symbols="BackupError"),
+        _code("raiser", "# ops/backup.py · restore\ndef restore(path):\n    if not exists(path):\n"
+              "        raise BackupError(f\"no backup at {path}\")", symbols="restore"),
+        *(_prose(f"note{i}", f"Runbook {i}: restart the worker, then check the queue.")
+          for i in range(8)),
+    ])
+    assert _first(index, "BackupError: no backup at /backups/contexts-2026-11-30.dump") == "raiser"
+    # Asked for by name alone, the class is still found by its definition.
+    assert _first(index, "BackupError") == "def_error"
