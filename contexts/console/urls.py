@@ -1,6 +1,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
+from contexts.console import urls_people, urls_write
 from contexts.console.views import (
     fragment_detail,
     fragments,
@@ -60,4 +61,7 @@ urlpatterns = [
     # Jobs and traces by public id.
     path("jobs/<pid:job_id>/", jobs.job_detail, name="job"),
     path("traces/<pid:trace_id>/", traces.trace_detail, name="trace"),
+    # Writing fragments in the browser; members, personas and sessions.
+    *urls_write.urlpatterns,
+    *urls_people.urlpatterns,
 ]
