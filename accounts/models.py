@@ -288,6 +288,8 @@ class Session(ScopedObject):
     external_id = models.CharField(max_length=120, help_text="e.g. iss_2026-03-19-A91")
     created_at = models.DateTimeField(default=timezone.now)
     expires_at = models.DateTimeField(null=True, blank=True)
+    # Closed by a person (the console's Sessions page): no more writes; its fragments stay.
+    closed_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at"]
@@ -317,6 +319,13 @@ class Session(ScopedObject):
     @property
     def is_expired(self) -> bool:
         return self.expires_at is not None and self.expires_at <= timezone.now()
+
+    @property
+    def state(self) -> str:
+        """``closed``, ``expired`` or ``open``: only an open session takes writes."""
+        if self.closed_at is not None:
+            return "closed"
+        return "expired" if self.is_expired else "open"
 
 
 class Role(models.TextChoices):

@@ -1,5 +1,32 @@
-"""Console routes of one area (included by contexts/console/urls.py, app namespace 'console')."""
+"""Console routes of one area (included by contexts/console/urls.py, app namespace 'console'):
+members, personas and sessions of an organization, and a new member's set-password link."""
 
-from django.urls import path  # noqa: F401  (routes are added here)
+from django.urls import path
 
-urlpatterns: list = []
+from contexts.console.views import members, personas, sessions
+
+urlpatterns: list = [
+    path("o/<slug:slug>/members/", members.members, name="members"),
+    path("o/<slug:slug>/members/add", members.member_add, name="member-add"),
+    path("o/<slug:slug>/members/create", members.member_create, name="member-create"),
+    path("o/<slug:slug>/members/<str:username>/role", members.member_role,
+         name="member-role"),
+    path("o/<slug:slug>/members/<str:username>/repository-role",
+         members.member_repository_role, name="member-repository-role"),
+    path("o/<slug:slug>/members/<str:username>/deactivate", members.member_deactivate,
+         name="member-deactivate"),
+    path("o/<slug:slug>/members/<str:username>/reactivate", members.member_reactivate,
+         name="member-reactivate"),
+    path("account/set-password/<uidb64>/<token>/", members.SetPasswordView.as_view(),
+         name="password-set"),
+    path("account/set-password/done/", members.password_set_done, name="password-set-done"),
+    path("o/<slug:slug>/personas/", personas.personas, name="personas"),
+    path("o/<slug:slug>/personas/new", personas.persona_new, name="persona-new"),
+    path("o/<slug:slug>/personas/<pid:persona_id>/edit", personas.persona_edit,
+         name="persona-edit"),
+    path("o/<slug:slug>/sessions/", sessions.sessions, name="sessions"),
+    path("o/<slug:slug>/sessions/<pid:session_id>/close", sessions.session_close,
+         name="session-close"),
+    path("o/<slug:slug>/sessions/<pid:session_id>/expire", sessions.session_expire,
+         name="session-expire"),
+]

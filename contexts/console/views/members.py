@@ -1,0 +1,193 @@
+"""Members of an organization, for its administrators: add an existing account or create
+one (a set-password link shown once), set roles for the organization and per repository,
+deactivate and reactivate. The rules are the use case's (``contexts.usecases.members``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth import views as auth_views
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse_lazy
+from django.views.decorators.http import require_GET, require_POST
+
+from accounts.models import Organization, Role
+from contexts.console.forms_people import (
+    AddMemberForm,
+    CreateMemberForm,
+    RepositoryRoleForm,
+    RoleForm,
+)
+from contexts.console.querysets import visible
+from contexts.console.views.common import get_org, org_context
+from contexts.services.errors import InvalidOperation
+from contexts.usecases import members as usecase
+from contexts.usecases.errors import NotVisible, Refused
+
+
+def call(fn: Callable, *args: Any, **kwargs: Any) -> Any:
+    """A use case, its refusals as the console answers them: 404 (never says whether it
+    exists) and 403."""
+    try:
+        return fn(*args, **kwargs)
+    except NotVisible:
+        raise Http404 from None
+    except Refused as exc:
+        raise PermissionDenied(str(exc)) from None
+
+
+def _admin_org(request: HttpRequest, slug: str) -> Organization:
+    org = get_org(request, slug)  # 404 for strangers
+    call(usecase.require_admin, request.user, org)  # 403 for the others
+    return org
+
+
+def _page(request: HttpRequest, org: Organization, *, status: int = 200,
+          **forms: Any) -> HttpResponse:
+    repositories = list(visible(request).repositories(org).order_by("slug"))
+    rows = call(usecase.list_members, request.user, org)
+    for row in rows:
+        row.repo_roles = [(repo, Role(row.repository_roles[repo.pk]).label)
+                          for repo in repositories
+                          if repo.pk in row.repository_roles]
+    context = {
+        **org_context(request, org, "members"),
+        "rows": rows, "repositories": repositories,
+        "admins": usecase.active_admins(org),
+        "add_form": forms.get("add_form") or AddMemberForm(),
+        "create_form": forms.get("create_form") or CreateMemberForm(),
+        "repo_form": forms.get("repo_form") or RepositoryRoleForm(repositories=repositories),
+        "role_choices": RoleForm.base_fields["role"].choices,
+        "created": forms.get("created"), "set_password_url": forms.get("set_password_url"),
+        "error": forms.get("error"),
+    }
+    response = render(request, "console/members.html", context, status=status)
+    response["Cache-Control"] = "no-store"  # a set-password link is shown once
+    return response
+
+
+def _refused(form, exc: InvalidOperation) -> None:
+    field = exc.field if exc.field in form.fields else None
+    form.add_error(field, str(exc))
+
+
+@login_required
+@require_GET
+def members(request: HttpRequest, slug: str) -> HttpResponse:
+    return _page(request, _admin_org(request, slug))
+
+
+@login_required
+@require_POST
+def member_add(request: HttpRequest, slug: str) -> HttpResponse:
+    org = _admin_org(request, slug)
+    form = AddMemberForm(request.POST)
+    if form.is_valid():
+        try:
+            membership = call(usecase.add_member, request.user, usecase.AddMember(
+                org, form.cleaned_data["identifier"], form.cleaned_data["role"]))
+        except InvalidOperation as exc:
+            _refused(form, exc)
+        else:
+            messages.success(request, f"{membership.user.get_username()} added as "
+                                      f"{membership.get_role_display()}.")
+            return redirect("console:members", slug=org.slug)
+    return _page(request, org, add_form=form, status=400)
+
+
+@login_required
+@require_POST
+def member_create(request: HttpRequest, slug: str) -> HttpResponse:
+    org = _admin_org(request, slug)
+    form = CreateMemberForm(request.POST)
+    if form.is_valid():
+        data = form.cleaned_data
+        try:
+            created = call(usecase.create_member, request.user, usecase.CreateMember(
+                org, data["username"], data["email"], data["role"]))
+        except InvalidOperation as exc:
+            _refused(form, exc)
+        else:
+            return _page(request, org, created=created, status=201,
+                         set_password_url=request.build_absolute_uri(created.set_password_path))
+    return _page(request, org, create_form=form, status=400)
+
+
+@login_required
+@require_POST
+def member_role(request: HttpRequest, slug: str, username: str) -> HttpResponse:
+    org = _admin_org(request, slug)
+    form = RoleForm(request.POST)
+    if not form.is_valid():
+        return _page(request, org, error="choose a role", status=400)
+    try:
+        membership = call(usecase.set_role, request.user,
+                          usecase.SetRole(org, username, form.cleaned_data["role"]))
+    except InvalidOperation as exc:
+        return _page(request, org, error=f"{username}: {exc}", status=400)
+    messages.success(request, f"{username} is now {membership.get_role_display()}.")
+    return redirect("console:members", slug=org.slug)
+
+
+@login_required
+@require_POST
+def member_repository_role(request: HttpRequest, slug: str, username: str) -> HttpResponse:
+    org = _admin_org(request, slug)
+    repositories = list(visible(request).repositories(org))
+    form = RepositoryRoleForm(request.POST, repositories=repositories)
+    if not form.is_valid():
+        return _page(request, org, repo_form=form, status=400)
+    repository = next(r for r in repositories if r.public_id == form.cleaned_data["repository"])
+    try:
+        role = call(usecase.set_repository_role, request.user, usecase.SetRepositoryRole(
+            org, username, repository, form.cleaned_data["role"]))
+    except InvalidOperation as exc:
+        return _page(request, org, error=f"{username}: {exc}", status=400)
+    messages.success(request, f"{username} on {repository.slug}: "
+                              f"{role.replace('_', ' ') if role else 'organization role only'}.")
+    return redirect("console:members", slug=org.slug)
+
+
+@login_required
+@require_POST
+def member_deactivate(request: HttpRequest, slug: str, username: str) -> HttpResponse:
+    org = _admin_org(request, slug)
+    try:
+        escalated = call(usecase.deactivate_member, request.user, org, username)
+    except InvalidOperation as exc:
+        return _page(request, org, error=f"{username}: {exc}", status=400)
+    handed = (f" {len(escalated)} open nudge{'s' if len(escalated) != 1 else ''} went to the "
+              "tech leads." if escalated else "")
+    messages.success(request, f"{username} is deactivated.{handed}")
+    return redirect("console:members", slug=org.slug)
+
+
+@login_required
+@require_POST
+def member_reactivate(request: HttpRequest, slug: str, username: str) -> HttpResponse:
+    org = _admin_org(request, slug)
+    try:
+        call(usecase.reactivate_member, request.user, org, username)
+    except InvalidOperation as exc:
+        return _page(request, org, error=f"{username}: {exc}", status=400)
+    messages.success(request, f"{username} is active again.")
+    return redirect("console:members", slug=org.slug)
+
+
+class SetPasswordView(auth_views.PasswordResetConfirmView):
+    """A new member's set-password link (``contexts.usecases.members.set_password_path``):
+    Django's reset confirmation — the token works once and expires after
+    ``PASSWORD_RESET_TIMEOUT``."""
+
+    template_name = "console/password_set.html"
+    success_url = reverse_lazy("console:password-set-done")
+
+
+@require_GET
+def password_set_done(request: HttpRequest) -> HttpResponse:
+    return render(request, "console/password_set.html", {"done": True})

@@ -1,0 +1,356 @@
+"""Members of an organization and their roles, for its administrators (the console's Members
+page): add an existing account or create one, set a role for the organization or for one
+repository, deactivate and reactivate an account.
+
+One rule decides what a role allows: ``accounts.models.ROLE_ACTIONS``. An organization role is
+a :class:`~accounts.models.Membership`; a repository role is the set of django-guardian object
+permissions ``accounts.<action>_repository`` for the role's actions (plus ``view``), which
+``accounts.permissions.may`` already walks up the scope tree. A repository role can only add
+to what the organization role gives (``may`` grants what either allows).
+
+Deactivating a member deactivates their account (``is_active``), the state governance already
+treats as "the owner cannot be asked": their open nudges are escalated to the organization's
+tech leads at once (``contexts.governance.nudges.escalate``), and every later one goes straight
+to them. An organization administrator may deactivate only an account whose every organization
+they administer; the last active administrator cannot be removed, demoted or deactivated.
+
+A new account gets no password: the administrator is shown a set-password link once (it is
+also e-mailed to the person), which works once and expires after ``PASSWORD_RESET_TIMEOUT``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.tokens import default_token_generator
+from django.contrib.auth.validators import UnicodeUsernameValidator
+from django.core.exceptions import ValidationError
+from django.core.mail import send_mail
+from django.core.validators import validate_email
+from django.db import transaction
+from django.db.models import Q
+from django.urls import reverse
+from django.utils.encoding import force_bytes
+from django.utils.http import urlsafe_base64_encode
+from guardian.shortcuts import assign_perm, get_perms, remove_perm
+
+from accounts.models import ROLE_ACTIONS, Membership, Organization, Repository, Role
+from accounts.permissions import may
+from contexts.governance import nudges
+from contexts.models import Nudge
+from contexts.models.governance import NudgeState
+from contexts.services import audit
+from contexts.services.errors import InvalidOperation
+from contexts.usecases.errors import NotVisible, Refused
+
+logger = logging.getLogger(__name__)
+
+ROLE_ORDER = (Role.VIEWER, Role.CURATOR, Role.TECH_LEAD, Role.ADMIN)
+# The guardian permissions of a repository role: "view" (what accounts.scopes reads) and the
+# role's actions (what accounts.permissions.may asks).
+REPO_ACTIONS = ("view", "curate", "pin", "administer")
+NO_ROLE = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class AddMember:
+    org: Organization
+    identifier: str  # a username, or the e-mail address of exactly one account
+    role: str = Role.VIEWER
+
+
+@dataclasses.dataclass(frozen=True)
+class CreateMember:
+    org: Organization
+    username: str
+    email: str
+    role: str = Role.VIEWER
+
+
+@dataclasses.dataclass(frozen=True)
+class SetRole:
+    org: Organization
+    username: str
+    role: str
+
+
+@dataclasses.dataclass(frozen=True)
+class SetRepositoryRole:
+    org: Organization
+    username: str
+    repository: Repository
+    role: str  # a Role value, or NO_ROLE to take the repository role away
+
+
+@dataclasses.dataclass(frozen=True)
+class Created:
+    membership: Membership
+    set_password_path: str  # shown once; the person sets their own password there
+    emailed: bool
+
+
+@dataclasses.dataclass
+class MemberRow:
+    membership: Membership
+    repository_roles: dict[int, str]  # repository pk → role given on it
+
+    @property
+    def user(self):
+        return self.membership.user
+
+
+# --- who may --------------------------------------------------------------------------------
+def require_admin(principal: Any, org: Organization) -> None:
+    """404 for a principal who does not read the organization, 403 for one who may not
+    administer it."""
+    if not may(principal, "view", org.scope):
+        raise NotVisible("organization")
+    if not may(principal, "administer", org.scope):
+        raise Refused("only administrators of the organization manage its members")
+
+
+def _check_role(role: str, field: str = "role") -> str:
+    if role not in Role.values:
+        raise InvalidOperation(f"unknown role {role!r}", field=field)
+    return role
+
+
+def _membership(org: Organization, username: str) -> Membership:
+    membership = (Membership.objects.select_related("user")
+                  .filter(org=org, user__username=username).first())
+    if membership is None:
+        raise NotVisible("member")
+    return membership
+
+
+def active_admins(org: Organization) -> int:
+    return Membership.objects.filter(org=org, role=Role.ADMIN, user__is_active=True).count()
+
+
+def _lock_admins(org: Organization) -> None:
+    """Two administrators demoting each other at once cannot leave the organization without
+    one: the organization's admin memberships are locked first."""
+    list(Membership.objects.select_for_update().filter(org=org, role=Role.ADMIN)
+         .values_list("pk", flat=True))
+
+
+def _is_last_admin(membership: Membership) -> bool:
+    return (membership.role == Role.ADMIN and membership.user.is_active
+            and active_admins(membership.org) <= 1)
+
+
+# --- reading --------------------------------------------------------------------------------
+def list_members(principal: Any, org: Organization) -> list[MemberRow]:
+    require_admin(principal, org)
+    memberships = list(Membership.objects.filter(org=org).select_related("user")
+                       .order_by("user__username"))
+    repositories = list(Repository.objects.filter(org=org).order_by("slug"))
+    return [MemberRow(m, {repo.pk: role for repo in repositories
+                          if (role := repository_role(m.user, repo))})
+            for m in memberships]
+
+
+def repository_role(user: AbstractBaseUser, repository: Repository) -> str:
+    """The highest role whose actions the user holds on the repository itself (guardian
+    grants, not what the organization role gives), or NO_ROLE."""
+    held = {perm.rsplit("_", 1)[0] for perm in get_perms(user, repository)}
+    if "view" not in held:
+        return NO_ROLE
+    best = NO_ROLE
+    for role in ROLE_ORDER:
+        if ROLE_ACTIONS[role] - {"view"} <= held:
+            best = role
+    return best
+
+
+# --- adding people --------------------------------------------------------------------------
+def add_member(principal: Any, command: AddMember) -> Membership:
+    """Make an existing account a member (by username, or by an e-mail address only one
+    account has)."""
+    require_admin(principal, command.org)
+    role = _check_role(command.role)
+    identifier = command.identifier.strip()
+    if not identifier:
+        raise InvalidOperation("name a username or an e-mail address", field="identifier")
+    users = get_user_model().objects
+    user = users.filter(username=identifier).first()
+    if user is None and "@" in identifier:
+        matches = list(users.filter(email__iexact=identifier)[:2])
+        if len(matches) > 1:
+            raise InvalidOperation("several accounts have this e-mail address; use the "
+                                   "username", field="identifier")
+        user = matches[0] if matches else None
+    if user is None:
+        raise InvalidOperation("no account has this username or e-mail address; create "
+                               "the account instead", field="identifier")
+    if not user.is_active:
+        raise InvalidOperation("this account is deactivated", field="identifier")
+    with transaction.atomic():
+        membership, created = Membership.objects.get_or_create(
+            user=user, org=command.org, defaults={"role": role})
+        if not created:
+            raise InvalidOperation(f"{user.get_username()} is already a member",
+                                   field="identifier")
+        audit.record(principal, "member.add", user, org=command.org,
+                     after={"username": user.get_username(), "role": role})
+    return membership
+
+
+def create_member(principal: Any, command: CreateMember) -> Created:
+    """A new account (without a password) and its membership; the person sets a password
+    through the returned link (shown to the administrator once, and e-mailed)."""
+    require_admin(principal, command.org)
+    role = _check_role(command.role)
+    username, email = command.username.strip(), command.email.strip()
+    try:
+        UnicodeUsernameValidator()(username)
+    except ValidationError as exc:
+        raise InvalidOperation(exc.messages[0], field="username") from None
+    if not username or len(username) > 150:
+        raise InvalidOperation("a username has 1 to 150 characters", field="username")
+    try:
+        validate_email(email)
+    except ValidationError:
+        raise InvalidOperation("enter a valid e-mail address", field="email") from None
+    users = get_user_model().objects
+    if users.filter(username__iexact=username).exists():
+        raise InvalidOperation("this username is taken; add the existing account instead",
+                               field="username")
+    with transaction.atomic():
+        user = users.create_user(username=username, email=email, password=None)
+        membership = Membership.objects.create(user=user, org=command.org, role=role)
+        audit.record(principal, "member.create", user, org=command.org,
+                     after={"username": username, "email": email, "role": role})
+    path = set_password_path(user)
+    return Created(membership, path, _email_link(user, command.org, path))
+
+
+def set_password_path(user: AbstractBaseUser) -> str:
+    return reverse("console:password-set", kwargs={
+        "uidb64": urlsafe_base64_encode(force_bytes(user.pk)),
+        "token": default_token_generator.make_token(user)})
+
+
+def _email_link(user: AbstractBaseUser, org: Organization, path: str) -> bool:
+    try:
+        send_mail(f"[Contexts] You were added to {org.name}",
+                  f"Set your password to sign in to Contexts as {user.get_username()}:\n\n"
+                  f"{settings.BASE_URL}{path}\n\nThe link works once and expires in "
+                  f"{settings.PASSWORD_RESET_TIMEOUT // 86400} days.\n",
+                  settings.DEFAULT_FROM_EMAIL, [user.email])
+    except Exception:  # noqa: BLE001 - the administrator still has the link to pass on
+        logger.exception("could not e-mail the set-password link to %s", user.get_username())
+        return False
+    return True
+
+
+# --- roles ----------------------------------------------------------------------------------
+def set_role(principal: Any, command: SetRole) -> Membership:
+    require_admin(principal, command.org)
+    role = _check_role(command.role)
+    with transaction.atomic():
+        _lock_admins(command.org)
+        membership = _membership(command.org, command.username)
+        before = membership.role
+        if before == role:
+            return membership
+        if role != Role.ADMIN and _is_last_admin(membership):
+            raise InvalidOperation("the organization needs at least one active administrator",
+                                   field="role")
+        membership.role = role
+        membership.save(update_fields=["role"])
+        audit.record(principal, "member.role", membership.user, org=command.org,
+                     before={"username": command.username, "role": before},
+                     after={"username": command.username, "role": role})
+    return membership
+
+
+def set_repository_role(principal: Any, command: SetRepositoryRole) -> str:
+    """Give a member a role on one repository (guardian grants), or take it away."""
+    require_admin(principal, command.org)
+    repository = command.repository
+    if repository.org_id != command.org.pk:
+        raise NotVisible("repository")
+    role = command.role if command.role == NO_ROLE else _check_role(command.role)
+    membership = _membership(command.org, command.username)
+    user = membership.user
+    wanted = set() if role == NO_ROLE else ({"view"} | set(ROLE_ACTIONS[role]))
+    with transaction.atomic():
+        before = repository_role(user, repository)
+        for action in REPO_ACTIONS:
+            perm = f"accounts.{action}_repository"
+            if action in wanted:
+                assign_perm(perm, user, repository)
+            else:
+                remove_perm(perm, user, repository)
+        audit.record(principal, "member.repository_role", user, org=command.org,
+                     before={"username": command.username, "repository": repository.slug,
+                             "role": before},
+                     after={"username": command.username, "repository": repository.slug,
+                            "role": role})
+    return role
+
+
+# --- deactivating ---------------------------------------------------------------------------
+def _may_switch_account(principal: Any, org: Organization, membership: Membership) -> None:
+    user = membership.user
+    if getattr(principal, "pk", None) == user.pk:
+        raise InvalidOperation("you cannot deactivate your own account; ask another "
+                               "administrator", field="username")
+    if user.is_superuser and not getattr(principal, "is_superuser", False):
+        raise Refused("only a superuser may deactivate a superuser")
+    others = Organization.objects.filter(memberships__user=user).exclude(pk=org.pk)
+    if any(not may(principal, "administer", other.scope) for other in others):
+        raise Refused(f"{user.get_username()} also belongs to an organization you do not "
+                      "administer; ask a superuser to deactivate the account")
+
+
+def deactivate_member(principal: Any, org: Organization, username: str) -> list[Nudge]:
+    """Deactivate the member's account; their open nudges go to the tech leads (escalated and
+    e-mailed as governance does). Returns the escalated nudges."""
+    require_admin(principal, org)
+    with transaction.atomic():
+        _lock_admins(org)
+        membership = _membership(org, username)
+        _may_switch_account(principal, org, membership)
+        user = membership.user
+        if not user.is_active:
+            return []
+        if _is_last_admin(membership):
+            raise InvalidOperation("the organization needs at least one active administrator",
+                                   field="username")
+        user.is_active = False
+        user.save(update_fields=["is_active"])
+        pending = (Nudge.objects.filter(state=NudgeState.OPEN)
+                   .filter(Q(owner=user) | Q(fragment__owner=user))
+                   .select_related("fragment__org", "owner").order_by("pk"))
+        escalated = [nudge for nudge in pending
+                     if nudges.escalate(nudge, why="the owner's account is deactivated",
+                                        send=False)]
+        audit.record(principal, "member.deactivate", user, org=org,
+                     before={"username": username, "active": True},
+                     after={"username": username, "active": False,
+                            "nudges_escalated": [n.pk for n in escalated]})
+    if escalated:
+        nudges.notify(escalated=escalated)
+    return escalated
+
+
+def reactivate_member(principal: Any, org: Organization, username: str) -> Membership:
+    require_admin(principal, org)
+    with transaction.atomic():
+        membership = _membership(org, username)
+        _may_switch_account(principal, org, membership)
+        user = membership.user
+        if not user.is_active:
+            user.is_active = True
+            user.save(update_fields=["is_active"])
+            audit.record(principal, "member.reactivate", user, org=org,
+                         before={"username": username, "active": False},
+                         after={"username": username, "active": True})
+    return membership
