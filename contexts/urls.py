@@ -1,21 +1,39 @@
+from collections.abc import Callable
+from typing import Any
+
 from django.contrib import admin
 from django.contrib.auth.views import redirect_to_login
+from django.http import HttpRequest, HttpResponse
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
+from contexts.api import errors as api_errors
+from contexts.console.views import site
+from contexts.errors import is_api
 from contexts.health import healthz, livez, readyz
 from contexts.metrics import metrics_view
 from contexts.restricted import restricted
 
+
+def _by_audience(api_handler: Callable, page_handler: Callable) -> Callable:
+    """An error handler answering agents (``/api/``, ``/mcp``) in the JSON error shape and
+    people with a console page in its layout and navigation."""
+    def handler(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        return (api_handler if is_api(request) else page_handler)(request, *args, **kwargs)
+    handler.__name__ = page_handler.__name__
+    return handler
+
+
 handler400 = "contexts.api.errors.handler400"
-handler403 = "contexts.api.errors.handler403"
-handler404 = "contexts.api.errors.handler404"
-handler500 = "contexts.api.errors.handler500"
+handler403 = _by_audience(api_errors.handler403, site.permission_denied)
+handler404 = _by_audience(api_errors.handler404, site.page_not_found)
+handler500 = _by_audience(api_errors.handler500, site.server_error)
 
 urlpatterns = [
     path("livez", livez, name="livez"),
     path("readyz", readyz, name="readyz"),
     path("healthz", healthz, name="healthz"),
+    path("favicon.ico", site.favicon, name="favicon"),
     # Every organization's traffic together: the operator's (contexts/restricted.py).
     path("metrics", restricted(metrics_view), name="metrics"),
     # One login form, the console's rate-limited one: the admin's own would be a second,

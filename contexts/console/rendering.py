@@ -24,13 +24,18 @@ def render_page(request: HttpRequest, page: str, partial: str, context: dict[str
     return render(request, template, context, status=status)
 
 
-def redirect_back(request: HttpRequest, fallback: str) -> HttpResponseRedirect:
-    """Back to ``next`` when it is a local URL (forms posted without JavaScript)."""
+def safe_next(request: HttpRequest) -> str:
+    """``next`` (posted or in the query) when it is a URL of this site, else ``""``."""
     target = request.POST.get("next") or request.GET.get("next") or ""
     if not url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()},
                                            require_https=request.is_secure()):
-        target = fallback
-    return HttpResponseRedirect(target)
+        return ""
+    return target
+
+
+def redirect_back(request: HttpRequest, fallback: str) -> HttpResponseRedirect:
+    """Back to ``next`` when it is a local URL (forms posted without JavaScript)."""
+    return HttpResponseRedirect(safe_next(request) or fallback)
 
 
 def navigate(request: HttpRequest, url: str) -> HttpResponse:

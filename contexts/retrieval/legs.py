@@ -29,6 +29,9 @@ class Collected:
     # (``contexts.retrieval.degraded``), and what the source was (the lexical index's mark).
     degraded: str | None = None
     source: dict | None = None
+    # Hits this request may not return (superseded or retired, still in the index): dropped
+    # before fusion, counted for the trace.
+    not_retrievable: int = 0
 
 
 class LegUnavailable(Exception):

@@ -113,8 +113,8 @@ class PendingLexical:
         rebuilding = self._rebuilding()
         source = ({**self.freshness, "rebuilding": True}
                   if rebuilding and self.freshness is not None else self.freshness)
-        return Collected([(pks[public_id], score) for public_id, score in hits
-                          if public_id in pks], timings,
+        kept = [(pks[public_id], score) for public_id, score in hits if public_id in pks]
+        return Collected(kept, timings, not_retrievable=len(hits) - len(kept),
                          degraded=(LEXICAL_INDEX_REBUILDING if rebuilding
                                    else LEXICAL_INDEX_BEHIND if behind else None),
                          source=source)

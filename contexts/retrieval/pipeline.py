@@ -69,7 +69,8 @@ def retrieve(request: RetrievalRequest, *, principal: Any = None, record_trace: 
     with retrieval_scope(request.scope_ids):
         given = inputs.read(request)
         rows = CandidateRows(request, wanted=given.pins)
-        ranked, degraded, sources = _collect(pending, rows, given, clock)
+        not_retrievable: dict[str, int] = {}
+        ranked, degraded, sources = _collect(pending, rows, given, clock, not_retrievable)
         with clock("fuse"):
             candidates, fusion, adaptive_choice = _fuse(request, ranked, rows)
         with clock("rerank"):
@@ -82,7 +83,7 @@ def retrieve(request: RetrievalRequest, *, principal: Any = None, record_trace: 
     clock.timings["total"] = clock.since_start()
     result = RetrievalResult(packed, candidates, reranker.name, clock.timings, fusion,
                              given.weights, degraded=degraded, adaptive=adaptive_choice,
-                             sources=sources)
+                             sources=sources, not_retrievable=not_retrievable)
     _after_answer(request, result, rows, given, principal, record_trace, defer)
     return result
 
@@ -93,10 +94,12 @@ def _legs(request: RetrievalRequest, embedding: QueryEmbedding | None) -> list[L
 
 
 def _collect(pending: dict[str, Pending], rows: CandidateRows, given: inputs.Inputs,
-             clock: _Clock) -> tuple[dict[str, Ranked], dict[str, str], dict[str, dict]]:
+             clock: _Clock, not_retrievable: dict[str, int]
+             ) -> tuple[dict[str, Ranked], dict[str, str], dict[str, dict]]:
     """Each leg's ranked hits, lexical first (its statement reads the pins' rows along, while
     the query vector is still on its way); leg → code for a leg that could not answer or
-    answered from a source behind; leg → what its source was (the lexical index's mark)."""
+    answered from a source behind; leg → what its source was (the lexical index's mark).
+    ``not_retrievable`` gets leg → how many of its hits this request may not return."""
     ranked: dict[str, Ranked] = {}
     degraded: dict[str, str] = {}
     sources: dict[str, dict] = {}
@@ -114,6 +117,8 @@ def _collect(pending: dict[str, Pending], rows: CandidateRows, given: inputs.Inp
             degraded[name] = collected.degraded
         if collected.source is not None:
             sources[name] = collected.source
+        if collected.not_retrievable:
+            not_retrievable[name] = collected.not_retrievable
     rows.read()  # the pins' rows, if no leg's statement read them
     return {name: ranked[name] for name in LEG_ORDER if name in ranked}, degraded, sources
 

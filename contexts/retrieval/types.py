@@ -195,6 +195,9 @@ class RetrievalResult:
     adaptive: dict | None = None
     # leg → what it read: the lexical index's mark, the feed's head and the lag (ADR 0015).
     sources: dict[str, dict] = field(default_factory=dict)
+    # leg → hits left out before fusion because this request may not return them (superseded
+    # or retired fragments the lexical index still holds).
+    not_retrievable: dict[str, int] = field(default_factory=dict)
     # Set by the API for an empty answer: where the caller's readable fragments are instead
     # (contexts.usecases.org_scope).
     hint: str | None = None

@@ -41,6 +41,18 @@ def paginate(request: HttpRequest, queryset, per_page: int = PAGE_SIZE) -> Page:
     return Paginator(queryset, per_page).get_page(request.GET.get("page"))
 
 
+def remembered_org(request: HttpRequest) -> Organization | None:
+    """The organization a page without one of its own shows in the navigation: the one the
+    console last showed, else the user's first (by slug), so that the organization's links
+    stay in the navigation on every page (inbox, governance, error pages)."""
+    if not request.user.is_authenticated:
+        return None
+    orgs = visible(request).orgs()
+    slug = request.session.get(SESSION_ORG)
+    org = orgs.filter(slug=slug).first() if slug else None
+    return org or orgs.order_by("slug").first()
+
+
 def org_context(request: HttpRequest, org: Organization | None, active: str = "",
                 **extra: Any) -> dict[str, Any]:
     """Layout context: organization switcher, current organization, active navigation item."""

@@ -15,7 +15,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from contexts.console.forms import NO_OWNER, DiffForm, EditForm, OwnerForm, SupersedeForm
 from contexts.console.markup import diff_lines, render_fragment_body
 from contexts.console.querysets import OPEN_NUDGE_STATES, Visible, visible
-from contexts.console.rendering import htmx_partial, navigate, render_page
+from contexts.console.rendering import htmx_partial, navigate, render_page, safe_next
 from contexts.console.views.common import get_fragment, org_context
 from contexts.governance.nudges import answer_nudge
 from contexts.models import Fragment, FragmentVersion, Pin
@@ -125,12 +125,17 @@ def _edit_response(request: HttpRequest, fragment: Fragment, form: EditForm, *,
                    conflict: EditConflict | None = None, status: int = 200) -> HttpResponse:
     context = {**org_context(request, fragment.org, "overview"), "fragment": fragment,
                "form": form, "conflict": conflict,
+               # Where saving returns to: ``next``, or from the editor's own page the
+               # fragment's (the inline editor on the fragment's page swaps in place instead).
+               "next": safe_next(request) or (
+                   "" if htmx_partial(request)
+                   else reverse("console:fragment", args=[fragment.public_id])),
                "conflict_diff": diff_lines(conflict.current_body, conflict.submitted_body)
                if conflict else None}
     if htmx_partial(request):
         # htmx swaps 2xx answers only; the conflict is shown in place of the editor, and the
         # page's history and details catch up with the version someone else saved.
-        if conflict:
+        if conflict and not context["next"]:
             current = Fragment.objects.select_related("owner", "scope", "org",
                                                       "superseded_by").get(pk=fragment.pk)
             context.update({**history_context(current),
@@ -177,17 +182,23 @@ def fragment_edit(request: HttpRequest, fragment_id: str) -> HttpResponse:
             answer_nudge(request.user, open_nudge, NudgeAnswer.EDITED)
         except (InvalidOperation, PermissionDenied):
             pass
-    if htmx_partial(request):
+    back = safe_next(request)
+    if htmx_partial(request) and not back:
         fragment = get_fragment(request, fragment.public_id)
         context = {**content_context(request, fragment), **history_context(fragment),
                    **panels_context(visible(request), fragment), "saved": True}
         return render(request, "htmx/fragment_saved.html", context)
-    messages.success(request, f"Saved version {fragment.version}.")
+    messages.success(request, f"Saved version {fragment.version}"
+                              + (f" of “{fragment.title or fragment.public_id}”." if back else "."))
     redacted = fragment.secret_findings.filter(fragment_version=fragment.version).count()
     if redacted:
         messages.warning(request, f"{redacted} secret{'s were' if redacted != 1 else ' was'} "
                                   "replaced by a placeholder before storage: rotate it, and "
                                   "keep it in a secret store.")
+    if back:
+        # Opened from elsewhere (the inbox's Edit): back there — for htmx a full navigation,
+        # as the fragment page's panels its answer would swap are not on the editor's page.
+        return navigate(request, back)
     return redirect("console:fragment", fragment_id=fragment.public_id)
 
 

@@ -31,7 +31,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from accounts.models import Organization
 from contexts.console.querysets import Visible, visible
-from contexts.console.views.common import SESSION_ORG, get_fragment, org_context
+from contexts.console.views.common import get_fragment, org_context, remembered_org
 from contexts.governance import nudges, report
 from contexts.governance.dedup_review import dismiss_candidate, merge_duplicates
 from contexts.governance.supersession import supersession_chain
@@ -50,11 +50,7 @@ def layout(request: HttpRequest, **extra: Any) -> dict[str, Any]:
     link's visitor need not be signed in: then the layout shows no navigation."""
     if not request.user.is_authenticated:
         return {"nav_active": "governance", **extra}
-    org = None
-    slug = request.session.get(SESSION_ORG)
-    if slug:
-        org = visible(request).orgs().filter(slug=slug).first()
-    return org_context(request, org, "governance", **extra)
+    return org_context(request, remembered_org(request), "governance", **extra)
 
 
 @login_required

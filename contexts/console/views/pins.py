@@ -10,12 +10,14 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
 from accounts.models import Scope
+from contexts.compression import packed_tokens
 from contexts.console.forms import PinExpiryForm
 from contexts.console.querysets import visible
 from contexts.console.rendering import htmx_partial, render_page
 from contexts.console.views.common import get_fragment, get_scope, org_context
 from contexts.ids import parse_public_id
-from contexts.models import Pin
+from contexts.models import FragmentStatus, Pin
+from contexts.protocol.retrieval import RetrieveRequestSerializer
 from contexts.services.errors import InvalidOperation
 from contexts.services.pins import move_pin, pin_fragment, reorder_pins, unpin_fragment
 
@@ -31,7 +33,27 @@ def _board_context(request: HttpRequest, scope: Scope) -> dict:
             initial={"expires_at": timezone.localtime(pin.expires_at) if pin.expires_at
                      else None}, prefix=pin.fragment.public_id)
     return {**org_context(request, scope.org, "overview"), "scope": scope, "pins": pins,
-            "can_pin": seen.may("pin", scope)}
+            "can_pin": seen.may("pin", scope), **pin_budget(pins)}
+
+
+def typical_budget() -> int:
+    """The token budget of a retrieval that names none (the API's and MCP's default)."""
+    return RetrieveRequestSerializer().fields["budget_tokens"].default
+
+
+def pin_budget(pins: list[Pin]) -> dict:
+    """How much of a typical budget the pins take: the packed size retrieval counts (each
+    pin's ``tokens`` is set too), for the pins a retrieval would return (active, unexpired)."""
+    for pin in pins:
+        fragment = pin.fragment
+        pin.tokens = (fragment.packed_tokens if fragment.packed_tokens is not None
+                      else packed_tokens(fragment.body, fragment.heading_path))
+    used = sum(pin.tokens for pin in pins
+               if pin.is_active and pin.fragment.status == FragmentStatus.ACTIVE)
+    budget = typical_budget()
+    return {"pin_tokens": used, "budget_tokens": budget,
+            "budget_percent": min(100, round(100 * used / budget)) if budget else 100,
+            "pins_fill_budget": used >= budget, "pins_half_budget": used * 2 >= budget}
 
 
 def _board(request: HttpRequest, scope: Scope) -> HttpResponse:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_GET
@@ -16,6 +17,7 @@ from contexts.console.querysets import visible
 from contexts.console.rendering import render_page
 from contexts.console.scores import with_bars
 from contexts.console.views.common import get_org, org_context, paginate
+from contexts.models import SourcePointer
 from contexts.retrieval import degraded as degraded_legs
 
 
@@ -36,24 +38,105 @@ def traces(request: HttpRequest, slug: str) -> HttpResponse:
                        target="traces-table")
 
 
+# The candidates a trace page lists at once besides the returned ones; the others are a page
+# (or "show all") away — a trace holds ~200 candidates, and all of them made a 258 KB page.
+DROPPED_PER_PAGE = 20
+
+# Why a candidate was not returned, in words (the trace stores compose's short codes).
+_DROPPED = {
+    "below min_score": "its final score {final} is below the request's min_score ({min_score})",
+    "over budget": "it did not fit in the {budget_tokens}-token budget after the better ones",
+    "over max_fragments": "the answer already held max_fragments ({max_fragments}) fragments",
+    "not visible or not retrievable": "it is not retrievable in this request (retired, "
+                                      "superseded or out of scope)",
+}
+
+
+def drop_reason(candidate: dict, parameters: dict) -> str:
+    """Why ``candidate`` was not returned, in plain words (an older trace may not say)."""
+    code = candidate.get("dropped") or ""
+    if not code:
+        return "not returned (this trace does not record why)"
+    template = _DROPPED.get(code)
+    if template is None:
+        return code
+    final = candidate.get("final")
+    return template.format(final=f"{final:.3f}" if isinstance(final, float) else final,
+                           min_score=parameters.get("min_score"),
+                           budget_tokens=parameters.get("budget_tokens"),
+                           max_fragments=parameters.get("max_fragments"))
+
+
+def _part(anchor: str) -> tuple[str, int]:
+    """An anchor's base and part number (``a#3`` → ``("a", 3)``, ``packing.unique_anchors``)."""
+    base, _, number = anchor.rpartition("#")
+    return (base, int(number)) if base and number.isdigit() else (anchor, 1)
+
+
+def identities(fragments) -> dict[str, dict]:
+    """public id → title, source path with lines, part number and heading of each fragment
+    (its first source pointer), in two statements."""
+    found = {f.pk: {"title": f.title, "heading": " › ".join(f.heading_path), "symbol": f.symbol,
+                    "kind": f.get_kind_display(), "status": f.status, "public_id": f.public_id}
+             for f in fragments.only("pk", "public_id", "title", "heading_path", "symbol",
+                                     "kind", "status")}
+    pointers = (SourcePointer.objects.filter(fragment_id__in=found)
+                .select_related("document").order_by("fragment_id", "document__path", "id"))
+    first: dict[int, SourcePointer] = {}
+    for pointer in pointers:
+        first.setdefault(pointer.fragment_id, pointer)
+    parts: dict[tuple[int, str], int] = {}
+    for document_id, anchor in (SourcePointer.objects
+                                .filter(document_id__in={p.document_id for p in first.values()})
+                                .values_list("document_id", "anchor")):
+        key = (document_id, _part(anchor)[0])
+        parts[key] = parts.get(key, 0) + 1
+    for pk, pointer in first.items():
+        base, number = _part(pointer.anchor)
+        lines = ""
+        if pointer.start_line:
+            lines = (f"{pointer.start_line}–{pointer.end_line}"
+                     if pointer.end_line and pointer.end_line != pointer.start_line
+                     else str(pointer.start_line))
+        found[pk].update(path=pointer.document.path, lines=lines, part=number,
+                         parts=parts.get((pointer.document_id, base), 1))
+    return {item["public_id"]: item for item in found.values()}
+
+
 @login_required
 @require_GET
 def trace_detail(request: HttpRequest, trace_id: str) -> HttpResponse:
-    trace = get_object_or_404(visible(request).traces().select_related("org", "token", "user"),
+    seen = visible(request)
+    trace = get_object_or_404(seen.traces().select_related("org", "token", "user"),
                               public_id=trace_id)
     scopes = Scope.objects.filter(id__in=trace.scope_ids).order_by("kind", "label")
-    returned = {item["id"] for item in trace.returned}
-    candidates = with_bars(trace.candidates)
-    links = set(visible(request).fragments().filter(
-        public_id__in=[c["id"] for c in candidates]).values_list("public_id", flat=True))
-    for candidate in candidates:
-        candidate["linkable"] = candidate["id"] in links
+    returned = {item["id"]: item for item in trace.returned}
+    everyone = trace.candidates
+    kept = [c for c in everyone if c["id"] in returned]
+    dropped = [c for c in everyone if c["id"] not in returned]
+    show_all = request.GET.get("all") == "1"
+    page = Paginator(dropped, max(len(dropped), 1) if show_all else DROPPED_PER_PAGE).get_page(
+        request.GET.get("page"))
+    shown = kept + list(page.object_list)
+    # Bars are scaled over every candidate, so a page's bars compare with the others'.
+    bars = {c["id"]: c["bars"] for c in with_bars(everyone)}
+    known = identities(seen.fragments().filter(public_id__in=[c["id"] for c in shown]))
+    for candidate in shown:
+        candidate["bars"] = bars[candidate["id"]]
+        candidate["identity"] = known.get(candidate["id"])
         candidate["was_returned"] = candidate["id"] in returned
+        candidate["tokens"] = returned.get(candidate["id"], {}).get("tokens")
+        if not candidate["was_returned"]:
+            candidate["why"] = drop_reason(candidate, trace.parameters)
     adaptive = trace.parameters.get("adaptive") or None
     parameters = [(key, json.dumps(value, sort_keys=True, default=str))
                   for key, value in sorted(trace.parameters.items()) if key != "adaptive"]
     return render(request, "console/trace_detail.html", {
         **org_context(request, trace.org, "traces"), "trace": trace, "scopes": scopes,
-        "candidates": candidates, "parameters": parameters, "adaptive": adaptive,
+        "returned": kept, "dropped": page, "show_all": show_all, "per_page": DROPPED_PER_PAGE,
+        "candidate_count": len(everyone), "dropped_count": len(dropped),
+        "not_retrievable": trace.parameters.get("not_retrievable") or {},
+        "columns": bars[shown[0]["id"]] if shown else [],
+        "parameters": parameters, "adaptive": adaptive,
         "degraded": degraded_legs.public(trace.degraded),
         "lexical_index": (trace.versions or {}).get("lexical_index")})
