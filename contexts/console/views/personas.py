@@ -84,8 +84,8 @@ def _compare(request: HttpRequest, org: Organization, form: CompareForm,
         for n, item in enumerate(side["items"], 1):
             theirs = ranks.get(item["fragment"].pk)
             item["rank"], item["other_rank"] = n, theirs
-            item["moved"] = "only here" if theirs is None else (
-                "" if theirs == n else f"#{theirs} there")
+            item["moved"] = f"not under {other['persona'].slug}" if theirs is None else (
+                "" if theirs == n else f"#{theirs} under {other['persona'].slug}")
     return sides
 
 
