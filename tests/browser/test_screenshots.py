@@ -103,7 +103,8 @@ def test_tour_of_every_page(cast, world, tour, login, live_server, screenshots):
 
     page.get_by_role("link", name="Inbox").click()
     page.get_by_text("limiter.py changed 4 times").wait_for()
-    page.screenshot(path=screenshots / "inbox.png", full_page=True)
+    # inbox.png and trace-detail.png: tests/browser/test_finish_screenshots.py (1280 px, every
+    # action visible; a trace of many candidates).
     nudge_row = page.locator(f"#nudge-{world.repo_limiter.public_id}")
     nudge_row.get_by_role("button", name="Still accurate").click()
     nudge_row.get_by_text("Answered: still accurate").wait_for()
@@ -117,7 +118,6 @@ def test_tour_of_every_page(cast, world, tour, login, live_server, screenshots):
     page.screenshot(path=screenshots / "traces.png", full_page=True)
     page.get_by_role("link", name=trace_id).click()
     page.get_by_role("heading", name="Candidates").wait_for()
-    page.screenshot(path=screenshots / "trace-detail.png", full_page=True)
 
     page.get_by_role("link", name="Tokens").click()
     page.get_by_label("Name").fill("ci-review-bot")

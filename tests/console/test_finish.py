@@ -165,8 +165,8 @@ def test_reasons_read_in_plain_words(cast, notes, nudge):
     html = client_for(cast.teammate).get("/inbox/").content.decode()
     assert "Agents use it often, but nobody has checked it for a while." in html
     assert ("Retrieved 40 times and cited 2 times, last on 2026-11-30. Last edited or "
-            "confirmed on 2026-05-16, 200 days ago; a prose should be checked every 180 days."
-            ) in html
+            "confirmed on 2026-05-16, 200 days ago; prose fragments should be checked every "
+            "180 days.") in html
     assert "A file it comes from changed after it was last checked." in html
     assert ("docs/limits.md changed on 2026-11-29; this fragment was last edited or confirmed "
             "on 2026-05-16.") in html

@@ -45,7 +45,7 @@ def _reworded(code: str, detail: str) -> str:
         since = "never" if m["since"] == "never" else f"on {m['since']}"
         return (f"Retrieved {m['retrievals']} times and cited {m['citations']} times, last on "
                 f"{m['last']}. Last edited or confirmed {since}, {m['age']} days ago; "
-                f"a {m['kind']} should be checked every {m['limit']} days.")
+                f"{m['kind']} fragments should be checked every {m['limit']} days.")
     if code == "source_changed" and (m := _SOURCE.match(detail)):
         return (f"{m['path']} changed on {m['changed']}; this fragment was last edited or "
                 f"confirmed on {m['confirmed']}.")
