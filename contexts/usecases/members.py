@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from collections import defaultdict
 from typing import Any
 
 from django.conf import settings
@@ -29,6 +30,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 from django.contrib.auth.tokens import default_token_generator
 from django.contrib.auth.validators import UnicodeUsernameValidator
+from django.contrib.contenttypes.models import ContentType
 from django.core.exceptions import ValidationError
 from django.core.mail import send_mail
 from django.core.validators import validate_email
@@ -37,6 +39,7 @@ from django.db.models import Q
 from django.urls import reverse
 from django.utils.encoding import force_bytes
 from django.utils.http import urlsafe_base64_encode
+from guardian.models import UserObjectPermission
 from guardian.shortcuts import assign_perm, get_perms, remove_perm
 
 from accounts.models import ROLE_ACTIONS, Membership, Organization, Repository, Role
@@ -149,16 +152,27 @@ def list_members(principal: Any, org: Organization) -> list[MemberRow]:
     require_admin(principal, org)
     memberships = list(Membership.objects.filter(org=org).select_related("user")
                        .order_by("user__username"))
-    repositories = list(Repository.objects.filter(org=org).order_by("slug"))
-    return [MemberRow(m, {repo.pk: role for repo in repositories
-                          if (role := repository_role(m.user, repo))})
+    repositories = {str(repo.pk): repo for repo in Repository.objects.filter(org=org)}
+    # Every member's grants on the organization's repositories in one query.
+    held: dict[tuple[int, int], set[str]] = defaultdict(set)
+    grants = UserObjectPermission.objects.filter(
+        content_type=ContentType.objects.get_for_model(Repository),
+        object_pk__in=list(repositories), user__in=[m.user_id for m in memberships],
+    ).values_list("user_id", "object_pk", "permission__codename")
+    for user_id, object_pk, codename in grants:
+        held[(user_id, repositories[object_pk].pk)].add(codename.rsplit("_", 1)[0])
+    return [MemberRow(m, {repo_pk: role for (user_id, repo_pk), actions in held.items()
+                          if user_id == m.user_id and (role := _role_of(actions))})
             for m in memberships]
 
 
 def repository_role(user: AbstractBaseUser, repository: Repository) -> str:
     """The highest role whose actions the user holds on the repository itself (guardian
     grants, not what the organization role gives), or NO_ROLE."""
-    held = {perm.rsplit("_", 1)[0] for perm in get_perms(user, repository)}
+    return _role_of({perm.rsplit("_", 1)[0] for perm in get_perms(user, repository)})
+
+
+def _role_of(held: set[str]) -> str:
     if "view" not in held:
         return NO_ROLE
     best = NO_ROLE
