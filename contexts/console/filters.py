@@ -13,11 +13,11 @@ from typing import Any
 
 import django_filters
 from django import forms
-from django.db.models import QuerySet
+from django.db.models import Exists, OuterRef, Q, QuerySet
 
 from accounts.models import ApiToken, Scope
 from contexts.console.forms import NO_OWNER, SORTS, ConsoleForm
-from contexts.models import Fragment, FragmentKind, RetrievalTrace
+from contexts.models import Fragment, FragmentKind, RetrievalTrace, SourcePointer
 
 YES_NO = [("yes", "yes"), ("no", "no")]
 STATUSES = [("active", "active"), ("retired", "retired"), ("superseded", "superseded"),
@@ -34,16 +34,16 @@ def _yes_no(label: str, field_name: str, **attrs: str) -> django_filters.ChoiceF
 
 
 class FragmentFilter(django_filters.FilterSet):
-    """The fragment list of a scope: title, kind, status, owner, stale, pinned, negative,
-    language, and the sort order.
+    """The fragment list of a scope: text (in title, body or source path), kind, status,
+    owner, stale, pinned, negative, language, and the sort order.
 
     ``status`` and ``sort`` have defaults (active fragments, most recently edited first) that
     apply when they are absent or invalid, so they are applied in :meth:`filter_queryset`
     rather than by the filters themselves (django-filter skips empty values).
     """
 
-    q = django_filters.CharFilter(label="Title contains", field_name="title",
-                                  lookup_expr="icontains", max_length=200)
+    q = django_filters.CharFilter(label="Text contains", method="filter_text", max_length=200,
+                                  help_text="in the title, the body or a source path")
     kind = django_filters.ChoiceFilter(label="Kind", choices=FragmentKind.choices,
                                        empty_label="any")
     status = django_filters.ChoiceFilter(label="Status", choices=STATUSES, empty_label=None,
@@ -74,6 +74,15 @@ class FragmentFilter(django_filters.FilterSet):
     def filter_yes_no(self, queryset: QuerySet, name: str, value: str) -> QuerySet:
         return queryset.filter(**{name: True}) if value == "yes" else queryset.exclude(
             **{name: True})
+
+    def filter_text(self, queryset: QuerySet, name: str, value: str) -> QuerySet:
+        value = value.strip()
+        if not value:
+            return queryset
+        in_path = SourcePointer.objects.filter(fragment=OuterRef("pk"),
+                                               document__path__icontains=value)
+        return queryset.filter(Q(title__icontains=value) | Q(body__icontains=value)
+                               | Q(Exists(in_path)))
 
     def filter_owner(self, queryset: QuerySet, name: str, value: str) -> QuerySet:
         if value == NO_OWNER:

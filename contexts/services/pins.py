@@ -11,7 +11,7 @@ from django.db.models import Max
 
 from accounts.models import Scope
 from accounts.permissions import principal_user
-from contexts.models import Fragment, Pin
+from contexts.models import Fragment, FragmentStatus, Pin
 from contexts.services import audit
 from contexts.services.errors import InvalidOperation
 from contexts.services.fragments import require
@@ -25,6 +25,14 @@ def pin_fragment(principal: Any, fragment: Fragment, scope: Scope, *, reason: st
     if fragment.org_id != scope.org_id:
         raise InvalidOperation("a fragment can only be pinned in its own organization",
                                field="scope")
+    # The stored status, locked, not the caller's copy: a retirement that committed after the
+    # caller read the fragment must still refuse the pin. Retrieval never returns a retired or
+    # superseded fragment, so a pin of one would promise what it cannot keep.
+    status = (Fragment.objects.select_for_update().filter(pk=fragment.pk)
+              .values_list("status", flat=True).first())
+    if status != FragmentStatus.ACTIVE:
+        raise InvalidOperation(f"a {status} fragment cannot be pinned: restore it first",
+                               field="fragment_id")
     pin = Pin.objects.filter(fragment=fragment, scope=scope).first()
     if pin is None:
         last = Pin.objects.filter(scope=scope).aggregate(m=Max("position"))["m"]

@@ -1,18 +1,27 @@
 """An agent's writes: a fragment into a scope it may write (agents: sessions), and feedback
 on a fragment it read. REST (``POST /api/fragments``, ``…/feedback``) and the MCP tools
-``write_session_fragment`` and ``feedback`` call these."""
+``write_session_fragment`` and ``feedback`` call these. A person's write from the console's
+"New fragment" page (:func:`write_new_fragment`, with :func:`near_duplicates` before it) comes
+through the same door."""
 
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 from collections.abc import Sequence
 from typing import Any
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.utils import timezone
 
 from accounts.models import Scope
 from accounts.permissions import may
 from accounts.scopes import readable_scopes
+from contexts.governance.similarity import fingerprint
 from contexts.ids import parse_public_id
-from contexts.models import Fragment, FragmentKind
+from contexts.ingestion.simhash import hamming, simhash
+from contexts.models import Fragment, FragmentKind, FragmentStatus
 from contexts.services.errors import InvalidOperation
 from contexts.services.fragments import create_fragment
 from contexts.tasks import record_feedback as record_feedback_task
@@ -65,6 +74,83 @@ def write_fragment(principal: Any, command: WriteFragment) -> Fragment:
                                reason="written through the API")
     except InvalidOperation as exc:
         raise InvalidOperation(str(exc), field=exc.field or "body") from exc
+
+
+@dataclasses.dataclass(frozen=True)
+class NewFragment:
+    """A fragment a person writes in the console: into a scope they may curate, owned by a
+    member of its organization (``owner``: a username; empty: the writer), valid until
+    ``expires_at`` if given (the fragment's ``valid_to``: retrieval stops returning it then)."""
+
+    scope_id: str  # a public id, as the form sent it
+    body: str
+    title: str = ""
+    kind: str = FragmentKind.PROSE
+    owner: str = ""
+    expires_at: dt.datetime | None = None
+
+
+def write_new_fragment(principal: Any, command: NewFragment) -> Fragment:
+    """Create the fragment through the one door (permission, secret screening, version,
+    audit event, change feed). Unknown and unreadable scopes are :class:`NotVisible` alike;
+    a readable scope the principal may not write is :class:`Refused`; a bad field is an
+    ``InvalidOperation`` naming it."""
+    public_id = parse_public_id(command.scope_id, "scope")
+    scope = Scope.objects.filter(public_id=public_id).select_related("org").first()
+    if scope is None or scope.id not in readable_scopes(principal):
+        raise NotVisible("scope")
+    action = "contribute" if scope.kind == "session" else "curate"
+    if not may(principal, action, scope):
+        raise Refused(f"you may not write fragments into this {scope.kind}")
+    if command.kind not in FragmentKind.values:
+        raise InvalidOperation(f"unknown kind {command.kind!r}", field="kind")
+    owner = None
+    if command.owner:
+        owner = get_user_model().objects.filter(
+            username=command.owner, is_active=True, memberships__org=scope.org_id).first()
+        if owner is None:
+            raise InvalidOperation("the owner must be an active member of the organization",
+                                   field="owner")
+    if command.expires_at is not None and command.expires_at <= timezone.now():
+        raise InvalidOperation("the expiry must be in the future", field="expires_at")
+    fields = {"valid_to": command.expires_at} if command.expires_at else {}
+    return create_fragment(principal, scope, body=command.body, title=command.title,
+                           kind=command.kind, owner=owner, reason="written in the console",
+                           **fields)
+
+
+@dataclasses.dataclass(frozen=True)
+class NearDuplicate:
+    fragment: Fragment
+    distance: int  # SimHash Hamming distance, 0–64 bits
+
+
+def near_duplicates(principal: Any, org_id: int, body: str, *, limit: int = 5
+                    ) -> list[NearDuplicate]:
+    """Active fragments of the organization the principal reads whose SimHash is within
+    ``GOVERNANCE_DEDUP_MAX_HAMMING`` bits of ``body``'s, closest first — what the dedup review
+    would propose once both exist (``contexts.governance.dedup_review``). Stored hashes are
+    compared without reading bodies; only fragments without one (written in the console) are
+    hashed from their text."""
+    if not body.strip():
+        return []
+    mine = simhash(body)
+    limit_bits = settings.GOVERNANCE_DEDUP_MAX_HAMMING
+    active = Fragment.objects.filter(org_id=org_id, status=FragmentStatus.ACTIVE,
+                                     scope_ids__overlap=sorted(readable_scopes(principal)))
+    close: list[tuple[int, int]] = []
+    for pk, stored in active.filter(simhash__isnull=False).values_list("pk", "simhash"):
+        distance = hamming(mine, fingerprint(stored, ""))
+        if distance <= limit_bits:
+            close.append((distance, pk))
+    for pk, text in active.filter(simhash__isnull=True).values_list("pk", "body"):
+        distance = hamming(mine, simhash(text))
+        if distance <= limit_bits:
+            close.append((distance, pk))
+    close.sort()
+    close = close[:limit]
+    found = Fragment.objects.in_bulk([pk for _, pk in close])
+    return [NearDuplicate(found[pk], distance) for distance, pk in close if pk in found]
 
 
 def visible_fragment(principal: Any, public_id: str) -> Fragment:

@@ -44,3 +44,23 @@ document.addEventListener("htmx:responseError", (event) => {
     (xhr.status === 400 && xhr.responseText.length < 300 ? xhr.responseText : `error ${xhr.status}`);
   box.textContent = `That did not work: ${reason}.`;
 });
+
+// The "New fragment" form: a negative context is written as don't / do instead / why, every
+// other kind as a body. Without JavaScript both groups show, each saying which kind it is for.
+(function () {
+  function sync(form) {
+    const kind = form.querySelector("select[name=kind]");
+    if (!kind) return;
+    form.querySelectorAll("[data-for-kind]").forEach((group) => {
+      const negative = group.dataset.forKind === "negative";
+      group.hidden = negative !== (kind.value === "negative");
+    });
+  }
+  document.addEventListener("change", (event) => {
+    const form = event.target.closest && event.target.closest("form[data-kind-form]");
+    if (form && event.target.name === "kind") sync(form);
+  });
+  document.addEventListener("DOMContentLoaded", () => {
+    document.querySelectorAll("form[data-kind-form]").forEach(sync);
+  });
+})();

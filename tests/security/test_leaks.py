@@ -262,6 +262,7 @@ def build(spec: dict) -> World:
         token.save()
         tokens.append((token, raw, bound, state == "active"))
     frags = []
+    to_retire = []
     for n, f in enumerate(spec["fragments"]):
         home = pick(nodes, f["home"])
         in_contexts = {c.scope_id: c for c in (pick(contexts, i) for i in f["contexts"])
@@ -272,7 +273,7 @@ def build(spec: dict) -> World:
                                    language=f["language"],
                                    contexts=[c.obj for c in in_contexts.values()])
         if f["retired"]:
-            fragment = retire_fragment(SYSTEM, fragment)
+            to_retire.append(fragment)
         frags.append(Frag(fragment, n, home.org, home.scope_id,
                           frozenset({home.scope_id, *in_contexts}), not f["retired"],
                           f["owner"] % len(users) if owner else None, f["language"]))
@@ -283,6 +284,9 @@ def build(spec: dict) -> World:
         pin_fragment(SYSTEM, frag.obj, scope.obj.scope)
         if (frags.index(frag), scope.scope_id) not in pins:
             pins.append((frags.index(frag), scope.scope_id))
+    # Retired once pinned: a retired fragment cannot be pinned, a pin made before stays.
+    for fragment in to_retire:
+        retire_fragment(SYSTEM, fragment)
     nudges, nudged = [], set()
     for fi, u, escalated in spec["nudges"]:
         frag_index = fi % len(frags)

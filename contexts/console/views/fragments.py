@@ -14,6 +14,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from accounts.models import Scope
 from contexts.console.filters import FragmentFilter
+from contexts.console.identity import attach
 from contexts.console.querysets import OPEN_NUDGE_STATES, Visible, visible
 from contexts.console.rendering import htmx_partial, redirect_back, render_page
 from contexts.console.views.common import get_fragment, get_scope, org_context, paginate
@@ -52,8 +53,10 @@ def fragment_list(request: HttpRequest, scope_id: str) -> HttpResponse:
         languages=sorted(set(base.exclude(language="").values_list("language", flat=True))),
     )
     page = paginate(request, filters.qs)
+    page.object_list = attach(page.object_list)  # source, part, heading: one query
     context = {**org_context(request, scope.org, "overview"), **row_context(seen, scope),
-               "form": filters.form, "page": page, "next": request.get_full_path()}
+               "form": filters.form, "page": page, "next": request.get_full_path(),
+               "can_write": seen.may("curate", scope)}
     return render_page(request, "console/fragment_list.html", "htmx/fragment_table.html",
                        context, target="fragment-table")
 
@@ -73,7 +76,7 @@ def _action_response(request: HttpRequest, fragment: Fragment, scope: Scope) -> 
         return render(request, "htmx/fragment_content.html",
                       content_context(request, fragment))
     if htmx_partial(request) and partial == "row":
-        row = rows(seen, scope).get(pk=fragment.pk)
+        row = attach([rows(seen, scope).get(pk=fragment.pk)])[0]
         return render(request, "htmx/fragment_row.html", {**row_context(seen, scope),
                                                           "fragment": row})
     return redirect_back(request, reverse("console:fragment", args=[fragment.public_id]))

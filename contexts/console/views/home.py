@@ -10,6 +10,7 @@ from django.views.decorators.http import require_GET
 
 from contexts.console.querysets import OPEN_NUDGE_STATES, visible
 from contexts.console.views.common import get_org, org_context
+from contexts.console.views.fragment_new import writable_scopes
 from contexts.ids import parse_slug
 from contexts.models import FragmentStatus
 
@@ -75,4 +76,5 @@ def org_overview(request: HttpRequest, slug: str) -> HttpResponse:
         "sessions": with_counts(sessions[:25]),
         "session_total": sessions.count(),
         "bundles": with_counts(seen.contexts(org)),
+        "can_write": bool(writable_scopes(seen, org)),
     })

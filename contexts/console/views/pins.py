@@ -107,8 +107,11 @@ def pin_expiry(request: HttpRequest, scope_id: str, fragment_id: str) -> HttpRes
     if not form.is_valid():
         messages.error(request, "Give the expiry as a date and time.")
         return _board(request, scope)
-    pin_fragment(request.user, pin.fragment, scope, reason=pin.reason,
-                 expires_at=form.cleaned_data["expires_at"])
+    try:
+        pin_fragment(request.user, pin.fragment, scope, reason=pin.reason,
+                     expires_at=form.cleaned_data["expires_at"])
+    except InvalidOperation as exc:  # e.g. the fragment was retired: restore it first
+        messages.error(request, str(exc))
     return _board(request, scope)
 
 

@@ -8,6 +8,7 @@ from django.views.decorators.http import require_GET
 
 from accounts.models import Scope
 from contexts.console.forms import SearchForm
+from contexts.console.identity import identities
 from contexts.console.querysets import visible
 from contexts.console.rendering import render_page
 from contexts.console.scores import with_bars
@@ -92,7 +93,8 @@ def _result_context(seen, plan: Plan, result) -> dict:
     # Bars are scaled over every candidate, not only the returned ones.
     scaled = {row["id"]: row for row in with_bars(
         candidate.as_trace(str(pk)) for pk, candidate in result.candidates.items())}
-    items = [{"item": item, "fragment": item.fragment,
+    found = identities(item.fragment for item in result.fragments)
+    items = [{"item": item, "fragment": item.fragment, "identity": found.get(item.fragment.pk),
               "trace": scaled.get(str(item.fragment.pk))
               or with_bars([item.candidate.as_trace(str(item.fragment.pk))])[0],
               "is_pinned": item.fragment.pk in pinned_here}
