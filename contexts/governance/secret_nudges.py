@@ -17,7 +17,7 @@ from typing import Any
 
 from contexts.governance import nudges
 from contexts.models import Fragment, FragmentStatus, SecretFinding
-from contexts.models.secrets import SecretAction
+from contexts.models.secrets import SecretAction, SecretOrigin
 from contexts.services.secret_scan import PLACEHOLDER_MARK
 
 logger = logging.getLogger(__name__)
@@ -27,6 +27,15 @@ REASON = "secret"
 def detail(finding: SecretFinding) -> str:
     where = (f"line {finding.line} of {finding.path}" if finding.path
              else "the title" if finding.line == 0 else f"line {finding.line}")
+    if finding.origin == SecretOrigin.RESCAN:
+        # Stored before the scan existed: it has been served, and the history still holds it.
+        done = ("was stored before secrets were scanned for; the fragment is now retired"
+                if finding.action == SecretAction.REFUSED
+                else "was stored before secrets were scanned for; its new version holds a "
+                     "placeholder instead")
+        return (f"A secret ({finding.kind}) on {where} {done}. Rotate it — it may have been "
+                "served to agents, and the fragment's earlier versions still hold it — and "
+                "keep it in a secret store rather than in documents.")
     done = ("was not stored" if finding.action == SecretAction.REFUSED
             else "was replaced by a placeholder before it was stored")
     return (f"A secret ({finding.kind}) on {where} {done}. Rotate it — it was in the source — "

@@ -23,6 +23,8 @@ class SecretOrigin(models.TextChoices):
     UPLOAD = "upload", "uploaded"
     WRITE = "write", "written (API, MCP)"
     EDIT = "edit", "edited (console, nudge, admin)"
+    # Text stored before the scan existed, found by ``manage.py scan_secrets --stored``.
+    RESCAN = "rescan", "stored before the scan (rescan)"
 
 
 class SecretFinding(PublicIdModel):

@@ -38,6 +38,7 @@ from contexts.models.fragments import LinkKind, Namespace
 from contexts.models.secrets import SecretAction, SecretOrigin
 from contexts.services import audit, change_feed, secrets
 from contexts.services.errors import EditConflict, InvalidOperation
+from contexts.services.secret_scan import redact, scan
 from contexts.tokens import count_tokens
 
 # Sent (after commit) with the ids of fragments whose text, metadata, status or visibility
@@ -61,11 +62,39 @@ def content_hash(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+# Inside rescanning_stored_text(): the door records what it finds as found in stored text, and
+# audit snapshots carry title and body redacted.
+_rescanning: contextvars.ContextVar[bool] = contextvars.ContextVar("rescanning_stored_text",
+                                                                  default=False)
+
+
+@contextmanager
+def rescanning_stored_text() -> Iterator[None]:
+    """For re-screening text stored before the secret scan existed
+    (``contexts.usecases.stored_secrets``), which changes it through this same door.
+
+    Within the block an edit's findings are recorded with origin ``rescan`` (not ``edit``),
+    and every audit snapshot (:func:`snapshot`) carries title and body with their secrets
+    replaced by placeholders: an edit's or a retirement's "before" is the stored text itself,
+    which an audit event must not copy. Outside it nothing changes — any text stored since
+    passed the scan, so its snapshots need none.
+    """
+    token = _rescanning.set(True)
+    try:
+        yield
+    finally:
+        _rescanning.reset(token)
+
+
+def _audited_text(text: str) -> str:
+    return redact(text, scan(text)) if text and _rescanning.get() else text
+
+
 def snapshot(fragment: Fragment) -> dict:
     """The audited, user-visible state of a fragment."""
     return {
-        "title": fragment.title,
-        "body": fragment.body,
+        "title": _audited_text(fragment.title),
+        "body": _audited_text(fragment.body),
         "kind": fragment.kind,
         "status": fragment.status,
         "negative": fragment.negative,
@@ -255,9 +284,10 @@ def _edit_fragment(principal: Any, fragment: Fragment, *, based_on_version: int,
                    title: str | None = None, reason: str = "", **metadata: Any) -> Fragment:
     current = _locked(fragment)
     require(principal, "curate", current.scope)
+    origin = SecretOrigin.RESCAN if _rescanning.get() else SecretOrigin.EDIT
     # Before the conflict check, so that a conflict's answer carries no secret back either.
     screened = secrets.screen_write(body=body, title=title or "", org_id=current.org_id,
-                                    origin=SecretOrigin.EDIT, fragment=current)
+                                    origin=origin, fragment=current)
     body = screened.body
     title = title if title is None else screened.title
     if screened.findings:
@@ -293,7 +323,7 @@ def _edit_fragment(principal: Any, fragment: Fragment, *, based_on_version: int,
     current.save()
     _write_version(current, principal, reason or "edited")
     audit.record(principal, "fragment.edit", current, before=before, after=snapshot(current))
-    secrets.record(principal, screened.findings, org=current.org_id, origin=SecretOrigin.EDIT,
+    secrets.record(principal, screened.findings, org=current.org_id, origin=origin,
                    action=SecretAction.REDACTED, fragment=current)
     notify_changed([current.pk], ChangeKind.VERSION)
     return current

@@ -12,6 +12,8 @@ import contracts in ``pyproject.toml``).
 - :mod:`~contexts.usecases.fragments` — an agent's fragment write and its feedback;
 - :mod:`~contexts.usecases.ingestion` — submitting a source (a server path or uploads) as an
   ingestion job and queueing it;
+- :mod:`~contexts.usecases.stored_secrets` — the operator's re-screening of stored text for
+  secrets (text stored before the scan existed), through the one door;
 - :mod:`~contexts.usecases.scoping`, :mod:`~contexts.usecases.org_scope` — resolving the scope
   fields of a command (public id or slug) and ``"repo_id": "*"``.
 

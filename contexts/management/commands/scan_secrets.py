@@ -4,6 +4,13 @@ Without paths it scans this checkout's tracked files (``git ls-files``) — the 
 repository Contexts ingests into its demo organization holds no secret, and that the scanner
 raises no false finding on it (``tests/secrets/test_repository_scan.py``). Prints one line per
 finding, ``path:line: kind`` (never the value), then the count; ``--fail`` exits 1 on any.
+
+``manage.py scan_secrets --stored [--org ORG] [--dry-run]`` scans the stored knowledge instead:
+the current title and body of every fragment not retired, of one organization or all, and
+passes each that holds a secret through the one door again — a new, redacted version, or
+retired under policy ``refuse`` (``contexts.usecases.stored_secrets``; run it once after
+upgrading to a release that scans). Prints ``public id: kind on line N, …`` per fragment and
+what became of it, then the counts; ``--dry-run`` changes nothing.
 """
 
 from __future__ import annotations
@@ -14,7 +21,9 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
+from accounts.lookups import find_org
 from contexts.services.secret_scan import Finding, scan
+from contexts.usecases.stored_secrets import rescan_stored
 
 BINARY_PROBE = 8192
 
@@ -46,8 +55,22 @@ class Command(BaseCommand):
         parser.add_argument("paths", nargs="*", help="files or directories (default: tracked "
                             "files of this checkout)")
         parser.add_argument("--fail", action="store_true", help="exit 1 if anything is found")
+        parser.add_argument("--stored", action="store_true", help="scan the stored fragments "
+                            "instead, and redact (or retire, policy refuse) those with secrets")
+        parser.add_argument("--org", help="with --stored: one organization (slug or public "
+                            "id); default all")
+        parser.add_argument("--dry-run", action="store_true",
+                            help="with --stored: report only, change nothing")
 
-    def handle(self, *args, paths: list[str], fail: bool = False, **options) -> None:
+    def handle(self, *args, paths: list[str], fail: bool = False, stored: bool = False,
+               org: str | None = None, dry_run: bool = False, **options) -> None:
+        if stored:
+            if paths:
+                raise CommandError("--stored scans the stored fragments: give no paths")
+            self.stored(org, dry_run=dry_run, fail=fail)
+            return
+        if org or dry_run:
+            raise CommandError("--org and --dry-run go with --stored")
         root = Path(settings.BASE_DIR)
         files: list[Path] = []
         for name in paths:
@@ -65,3 +88,21 @@ class Command(BaseCommand):
         self.stdout.write(f"{count} finding{'s' if count != 1 else ''} in {len(files)} files")
         if fail and count:
             raise CommandError(f"{count} secret finding(s)")
+
+    def stored(self, org: str | None, *, dry_run: bool, fail: bool) -> None:
+        organization = None
+        if org:
+            organization = find_org(org)
+            if organization is None:
+                raise CommandError(f"no organization {org!r}")
+        report = rescan_stored(organization, dry_run=dry_run)
+        for hit in report.fragments:
+            self.stdout.write(f"{hit} [{hit.org}: {hit.outcome}]")
+        self.stdout.write(
+            f"{report.scanned} fragments scanned, {report.with_findings} with secrets: "
+            f"{report.redacted} redacted, {report.retired} retired"
+            + (" (dry run: nothing changed)" if dry_run else ""))
+        if report.redacted or report.retired:
+            self.stdout.write("Earlier versions still hold these secrets: rotate them.")
+        if fail and report.with_findings:
+            raise CommandError(f"{report.with_findings} fragment(s) held secrets")
