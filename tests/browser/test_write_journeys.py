@@ -1,7 +1,8 @@
 """Writing in the browser: a tech lead writes a negative context ("Don't / Do instead / Why")
 on the New fragment page, previews it with its token count, saves it, and the API returns it
 with ``negative: true``; a retired fragment is restored from its page, and retrieval returns
-it again. Screenshots: ``fragment-new.png`` (the form with its preview), ``fragment-restored.png``."""
+it again. Screenshots: ``fragment-new.png`` (the form with its preview) and
+``fragment-restored.png``."""
 
 from __future__ import annotations
 
@@ -83,6 +84,10 @@ def test_a_retired_fragment_is_restored_in_the_browser(cast, world, login, api, 
     page.get_by_role("button", name="Restore").click()
     page.locator("#fragment-content").get_by_role("button", name="Retire").wait_for()
     assert page.locator("#fragment-content .badge.status").count() == 0
+    # The details and the audit trail follow in place: active again, retired then restored.
+    page.locator("#fragment-audit").get_by_text("fragment.restore").wait_for()
+    assert "fragment.retire" in page.locator("#fragment-audit").inner_text()
+    assert "Status active" in " ".join(page.locator("#fragment-meta").inner_text().split())
     page.screenshot(path=screenshots / "fragment-restored.png", full_page=True)
     assert Fragment.objects.get(public_id=fid).status == "active"
     assert AuditEvent.objects.filter(action="fragment.restore", object_id=fid).exists()

@@ -144,8 +144,8 @@ def test_rows_written_by_the_application_carry_their_organization(db):
     second = fragment_service.create_fragment(admin, org.scope, body="two")
     fragment_service.edit_fragment(admin, second, based_on_version=1, body="two, edited")
     fragment_service.update_metadata(admin, [first, second], kind="runbook")  # bulk_create
+    pin_fragment(admin, first, repo.scope)  # before it is superseded: then it cannot be
     fragment_service.supersede_fragment(admin, first, second)  # a link, through save()
-    pin_fragment(admin, first, repo.scope)
     document = SourceDocument.objects.create(org=org, repository=repo, path="a.md",
                                              content_hash="x")
     SourcePointer.objects.create(document=document, fragment=first, anchor="a")

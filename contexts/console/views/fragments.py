@@ -18,7 +18,7 @@ from contexts.console.identity import attach
 from contexts.console.querysets import OPEN_NUDGE_STATES, Visible, visible
 from contexts.console.rendering import htmx_partial, redirect_back, render_page
 from contexts.console.views.common import get_fragment, get_scope, org_context, paginate
-from contexts.console.views.fragment_detail import content_context
+from contexts.console.views.fragment_detail import content_context, panels_context
 from contexts.ids import InvalidField
 from contexts.models import Fragment, Nudge, Pin
 from contexts.services.errors import InvalidOperation
@@ -72,9 +72,11 @@ def _action_response(request: HttpRequest, fragment: Fragment, scope: Scope) -> 
             "is_pinned": Pin.objects.filter(fragment=fragment, scope=scope).exists(),
             "next": request.POST.get("next", "")})
     if htmx_partial(request) and partial == "content":
+        # The fragment's page: its content, and the details and audit panels out of band
+        # (a retirement or restore changes the status shown there and adds an audit event).
         fragment.refresh_from_db()
-        return render(request, "htmx/fragment_content.html",
-                      content_context(request, fragment))
+        return render(request, "htmx/fragment_changed.html",
+                      {**content_context(request, fragment), **panels_context(seen, fragment)})
     if htmx_partial(request) and partial == "row":
         row = attach([rows(seen, scope).get(pk=fragment.pk)])[0]
         return render(request, "htmx/fragment_row.html", {**row_context(seen, scope),
