@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
+from django.utils import timezone
 
 from accounts.models import (
     ROLE_ACTIONS,
@@ -42,6 +43,21 @@ def scope_object(scope: Scope):
         ScopeKind.SESSION: Session,
     }[scope.kind]
     return model.objects.get(scope_id=scope.id)
+
+
+# What a closed or expired session refuses (its administrators still close and expire it, and
+# its fragments can still be pinned elsewhere).
+SESSION_WRITES = frozenset({"contribute", "curate"})
+
+
+def session_open(scope: Scope) -> bool:
+    """Whether the session owning ``scope`` still takes writes: not closed, not expired."""
+    row = (Session.objects.filter(org_id=scope.org_id, scope_id=scope.id)
+           .values_list("closed_at", "expires_at").first())
+    if row is None:
+        return True
+    closed_at, expires_at = row
+    return closed_at is None and (expires_at is None or expires_at > timezone.now())
 
 
 def role_in(user: AbstractBaseUser, org_id: int | None) -> str | None:
@@ -92,6 +108,8 @@ def may(principal: Any, action: str, scope: Scope) -> bool:
         return False
     if action == "view":
         return True
+    if scope.kind == ScopeKind.SESSION and action in SESSION_WRITES and not session_open(scope):
+        return False  # a closed or expired session takes no more writes, from anyone
     if isinstance(principal, ApiToken):
         # Agents write into the sessions they work in (summaries, feedback), nothing else.
         return action == "contribute" and scope.kind == ScopeKind.SESSION

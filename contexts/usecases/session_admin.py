@@ -2,9 +2,9 @@
 list them with their last write, close them, expire them.
 
 A session is *open*, *closed* (a person closed it: ``closed_at``) or *expired* (its
-``expires_at`` has passed). Only an open session takes writes
-(:func:`contexts.usecases.fragments.write_fragment` refuses the others); its fragments stay
-readable inside it either way. Closing and expiring need ``administer`` on the session's scope
+``expires_at`` has passed). Only an open session takes writes: ``accounts.permissions.may``
+refuses ``contribute`` and ``curate`` in the others, to agents and people alike; its fragments
+stay readable inside it either way. Closing and expiring need ``administer`` on the session's scope
 (an organization administrator, or a guardian grant on the session or its repository).
 """
 
@@ -44,13 +44,6 @@ def in_state(sessions: QuerySet[Session], state: str, now: dt.datetime | None = 
     if state == "open":
         return sessions.filter(closed_at__isnull=True).exclude(expires_at__lte=now)
     return sessions
-
-
-def refuse_unless_open(session: Session) -> None:
-    """A write into a closed or expired session is refused, saying which."""
-    if session.state != "open":
-        raise Refused(f"session {session.external_id!r} is {session.state}; "
-                      "it takes no more writes")
 
 
 def _check(principal: Any, session: Session) -> None:

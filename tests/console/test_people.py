@@ -446,3 +446,23 @@ def test_a_session_of_another_organization_is_not_found(cast):
     assert client.post(f"/o/acme/sessions/{theirs.public_id}/close").status_code == 404
     assert Session.objects.get(pk=theirs.pk).closed_at is None
     assert b"globex-1" not in client.get("/o/acme/sessions/").content
+
+
+@pytest.mark.parametrize("end", ["close", "expire"])
+def test_an_agent_cannot_write_into_a_closed_or_expired_session(cast, end):
+    from rest_framework.test import APIClient
+
+    from contexts.models import Fragment
+
+    api = APIClient()
+    api.credentials(HTTP_AUTHORIZATION=f"Bearer {cast.raw_token}")
+    scope = {"org_id": "acme", "repo_id": "web", "session_id": cast.session.external_id}
+    assert api.post("/api/fragments", {"scope": scope, "body": "before"},
+                    format="json").status_code == 201
+    client_for(cast.owner).post(f"/o/acme/sessions/{cast.session.public_id}/{end}")
+    refused = api.post("/api/fragments", {"scope": scope, "body": "after"}, format="json")
+    assert refused.status_code == 403
+    assert not may(cast.teammate, "curate", cast.session.scope)  # people neither
+    assert may(cast.owner, "administer", cast.session.scope)
+    assert list(Fragment.objects.filter(scope=cast.session.scope)
+                .values_list("body", flat=True)) == ["before"]
