@@ -74,6 +74,8 @@ def _counts(request: RetrievalRequest, readable: Collection[int], wider: Collect
     if request.as_of is not None:
         sql += " AND f.valid_from <= %(as_of)s AND (f.valid_to IS NULL OR f.valid_to > %(as_of)s)"
         params["as_of"] = request.as_of
+    else:  # as retrieval counts them (contexts.retrieval.rows.retrievable): not past expiry
+        sql += " AND (f.valid_to IS NULL OR f.valid_to > now() OR f.status <> 'active')"
     # Row-level security for the readable set: the backstop holds for this count too.
     with retrieval_scope(readable, iterative_scan=False), connection.cursor() as cursor:
         cursor.execute(sql, params)
