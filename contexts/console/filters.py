@@ -34,7 +34,7 @@ def _yes_no(label: str, field_name: str, **attrs: str) -> django_filters.ChoiceF
 
 
 class FragmentFilter(django_filters.FilterSet):
-    """The fragment list of a scope: text (in title, body or source path), kind, status,
+    """The fragment list of a scope: text (in title, body or source path), tag, kind, status,
     owner, stale, pinned, negative, language, and the sort order.
 
     ``status`` and ``sort`` have defaults (active fragments, most recently edited first) that
@@ -44,6 +44,7 @@ class FragmentFilter(django_filters.FilterSet):
 
     q = django_filters.CharFilter(label="Text contains", method="filter_text", max_length=200,
                                   help_text="in the title, the body or a source path")
+    tag = django_filters.CharFilter(label="Tag", method="filter_tag", max_length=50)
     kind = django_filters.ChoiceFilter(label="Kind", choices=FragmentKind.choices,
                                        empty_label="any")
     status = django_filters.ChoiceFilter(label="Status", choices=STATUSES, empty_label=None,
@@ -83,6 +84,10 @@ class FragmentFilter(django_filters.FilterSet):
                                                document__path__icontains=value)
         return queryset.filter(Q(title__icontains=value) | Q(body__icontains=value)
                                | Q(Exists(in_path)))
+
+    def filter_tag(self, queryset: QuerySet, name: str, value: str) -> QuerySet:
+        value = value.strip().lower()
+        return queryset.filter(tags__contains=[value]) if value else queryset
 
     def filter_owner(self, queryset: QuerySet, name: str, value: str) -> QuerySet:
         if value == NO_OWNER:

@@ -75,6 +75,8 @@ class Fragment(models.Model):
     language = models.CharField(max_length=32, blank=True)
     natural_language = models.CharField(max_length=8, blank=True)
     symbol = models.CharField(max_length=300, blank=True)
+    tags = ArrayField(models.CharField(max_length=50), default=list, blank=True,
+                      help_text="labels people give it (the console's New fragment form)")
     token_count = models.PositiveIntegerField(default=0)
     packed_tokens = models.PositiveIntegerField(
         null=True, blank=True, editable=False,

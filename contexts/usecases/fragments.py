@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -80,7 +81,8 @@ def write_fragment(principal: Any, command: WriteFragment) -> Fragment:
 class NewFragment:
     """A fragment a person writes in the console: into a scope they may curate, owned by a
     member of its organization (``owner``: a username; empty: the writer), valid until
-    ``expires_at`` if given (the fragment's ``valid_to``: retrieval stops returning it then)."""
+    ``expires_at`` if given (the fragment's ``valid_to``: retrieval stops returning it then),
+    with ``tags`` (:func:`clean_tags`)."""
 
     scope_id: str  # a public id, as the form sent it
     body: str
@@ -88,6 +90,29 @@ class NewFragment:
     kind: str = FragmentKind.PROSE
     owner: str = ""
     expires_at: dt.datetime | None = None
+    tags: Sequence[str] = ()
+
+
+MAX_TAGS = 20
+TAG = re.compile(r"[a-z0-9][a-z0-9._-]{0,49}")
+
+
+def clean_tags(tags: Sequence[str]) -> list[str]:
+    """Lower-cased, each once, in the order given: letters, digits, ``.``, ``_``, ``-``, up to
+    50 characters each, at most :data:`MAX_TAGS`; anything else names the field ``tags``."""
+    cleaned: list[str] = []
+    for raw in tags:
+        tag = raw.strip().lower()
+        if not tag:
+            continue
+        if not TAG.fullmatch(tag):
+            raise InvalidOperation(f"{raw.strip()[:60]!r} is not a tag: letters, digits, '.', "
+                                   "'_' and '-', at most 50 characters", field="tags")
+        if tag not in cleaned:
+            cleaned.append(tag)
+    if len(cleaned) > MAX_TAGS:
+        raise InvalidOperation(f"at most {MAX_TAGS} tags", field="tags")
+    return cleaned
 
 
 def write_new_fragment(principal: Any, command: NewFragment) -> Fragment:
@@ -116,7 +141,7 @@ def write_new_fragment(principal: Any, command: NewFragment) -> Fragment:
     fields = {"valid_to": command.expires_at} if command.expires_at else {}
     return create_fragment(principal, scope, body=command.body, title=command.title,
                            kind=command.kind, owner=owner, reason="written in the console",
-                           **fields)
+                           tags=clean_tags(command.tags), **fields)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -38,6 +38,7 @@ def test_a_negative_context_written_in_the_browser_reaches_the_api(cast, world, 
     page.get_by_label("Do instead").fill(
         "Retry the payment with the **same idempotency key**, at most three times.")
     page.get_by_label("Why").fill("A payment retry without the key charges the customer twice.")
+    page.get_by_label("Tags (optional)").fill("payments, retries")
     page.get_by_role("button", name="Preview").click()
     preview = page.locator("#fragment-preview")
     preview.locator("#preview-tokens").wait_for()
@@ -51,6 +52,7 @@ def test_a_negative_context_written_in_the_browser_reaches_the_api(cast, world, 
     page.wait_for_url("**/fragments/frag_*/")
     fragment = Fragment.objects.get(title=TITLE)
     assert fragment.negative and fragment.kind == "negative" and fragment.owner == cast.lead
+    assert fragment.tags == ["payments", "retries"]
     assert page.locator("dl.negative-context dt").all_inner_texts() == [
         "Don't", "Do instead", "Why"]
     assert AuditEvent.objects.filter(action="fragment.create",

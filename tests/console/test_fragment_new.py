@@ -73,6 +73,8 @@ def test_saving_goes_through_the_door(cast, notes):
     ({"expires_at": "tomorrow"}, "expires_at", "Enter a valid date/time"),
     ({"expires_at": "2001-01-01T10:00"}, "expires_at", "the expiry must be in the future"),
     ({"body": "nul \x00 byte"}, "body", "Null characters are not allowed"),
+    ({"tags": "payments, no spaces allowed"}, "tags", "is not a tag"),
+    ({"tags": ",".join(f"t{n}" for n in range(21))}, "tags", "at most 20 tags"),
     ({"kind": "negative", "dont": "", "instead": "x"}, "dont",
      "required for a negative context"),
 ])
@@ -84,6 +86,19 @@ def test_a_bad_field_is_a_form_error_naming_it(cast, notes, fields, field, messa
     # Django renders a field's errors in its group, described by the field.
     assert f'id="id_{field}_error"' in html or (field == "expires_at" and message in html)
     assert not Fragment.objects.filter(title="Deploy windows").exists()
+
+
+def test_tags_are_saved_shown_and_filtered(cast, notes):
+    client = client_for(cast.teammate)
+    response = client.post(URL, form(cast, tags="Payments, retries,payments, "))
+    fragment = Fragment.objects.get(title="Deploy windows")
+    assert fragment.tags == ["payments", "retries"]
+    page = client.get(response["Location"]).content.decode()
+    tag_url = f"/scopes/{cast.repo.scope.public_id}/fragments/?tag=payments"
+    assert f'href="{tag_url}">payments</a>' in page
+    listing = client.get(tag_url).content.decode()
+    assert ">Deploy windows</a>" in listing and ">Rate limiter</a>" not in listing
+    assert '<span class="badge tag">#retries</span>' in listing
 
 
 def test_a_negative_context_is_composed_and_rendered_as_its_three_parts(cast, notes):

@@ -37,6 +37,7 @@ from contexts.usecases.errors import NotVisible, Refused
 from contexts.usecases.fragments import (
     MAX_BODY_CHARS,
     NewFragment,
+    clean_tags,
     near_duplicates,
     write_new_fragment,
 )
@@ -64,6 +65,8 @@ class NewFragmentForm(ConsoleForm):
     instead = _text("Do instead", 3, help_text="the safe way")
     why = _text("Why", 3, help_text="optional: what goes wrong otherwise")
     owner = forms.ChoiceField(help_text="answers its staleness questions")
+    tags = forms.CharField(label="Tags (optional)", required=False, max_length=1200,
+                           help_text="comma-separated, e.g. payments, retries")
     expires_at = forms.DateTimeField(
         label="Expires (optional)", required=False,
         help_text="retrieval stops returning it then",
@@ -75,6 +78,12 @@ class NewFragmentForm(ConsoleForm):
         self.fields["scope"].choices = [(s.public_id, f"{s.get_kind_display()}: {s.label}")
                                         for s in scopes]
         self.fields["owner"].choices = [(name, name) for name in members]
+
+    def clean_tags(self) -> list[str]:
+        try:
+            return clean_tags(self.cleaned_data["tags"].split(","))
+        except InvalidOperation as exc:
+            raise forms.ValidationError(str(exc)) from exc
 
     def clean(self) -> dict:
         data = super().clean()
@@ -175,7 +184,7 @@ def fragment_new(request: HttpRequest, slug: str) -> HttpResponse:
         return _page(request, org, confirm, duplicates=duplicates, confirm=True)
     command = NewFragment(scope_id=data["scope"], body=data["body"], title=data["title"],
                           kind=data["kind"], owner=data["owner"],
-                          expires_at=data["expires_at"])
+                          expires_at=data["expires_at"], tags=data["tags"])
     try:
         fragment = write_new_fragment(request.user, command)
     except (Refused, NotVisible):
