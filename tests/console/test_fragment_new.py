@@ -290,3 +290,14 @@ def test_an_expired_fragment_is_no_longer_retrieved(cast, world,  # noqa: F811
     Fragment.objects.filter(pk=fragment.pk).update(valid_to=timezone.now()
                                                    - dt.timedelta(minutes=1))
     assert fragment.public_id not in found()
+
+
+def test_the_preview_and_the_negative_sections_are_sanitized(cast, notes):
+    mark = "<script>alert(1)</script>"
+    html = client_for(cast.teammate).post(PREVIEW, form(
+        cast, kind="negative", dont=f"Do not {mark}", instead=f'<img src=x onerror="{mark}">',
+        why=f"[click](javascript:{mark})"), **HTMX).content.decode()
+    assert "<dt>Don't</dt>" in html
+    # Shown as text, never as markup.
+    assert "<script" not in html and "<img" not in html and 'href="javascript' not in html
+    assert "Do not &lt;script&gt;alert(1)&lt;/script&gt;" in html
