@@ -9,7 +9,8 @@ one function and render the result; none of them imports another (ADR 0013, enfo
 import contracts in ``pyproject.toml``).
 
 - :mod:`~contexts.usecases.retrieval` — plan and run a retrieval, the empty answer's hint;
-- :mod:`~contexts.usecases.fragments` — an agent's fragment write and its feedback;
+- :mod:`~contexts.usecases.fragments` — an agent's fragment write and its feedback; a
+  person's write from the console ("New fragment") and its near-duplicate check;
 - :mod:`~contexts.usecases.ingestion` — submitting a source (a server path or uploads) as an
   ingestion job and queueing it;
 - :mod:`~contexts.usecases.stored_secrets` — the operator's re-screening of stored text for
