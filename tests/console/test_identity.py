@@ -10,6 +10,7 @@ from accounts.permissions import SYSTEM
 from contexts.console.identity import identities
 from contexts.models import SourceDocument, SourcePointer
 from contexts.services.fragments import create_fragment
+from contexts.services.pins import pin_fragment
 from tests.console.conftest import client_for, htmx_to, world  # noqa: F401 - fixture
 
 
@@ -106,3 +107,11 @@ def test_search_results_show_each_fragment_s_identity(cast, world):  # noqa: F81
         "/o/acme/search/?query=why+does+the+rate+limiter+drop+requests"
         f"&repo={cast.repo.public_id}").content.decode()
     assert '<span class="mono source">web:docs/limiter.md:3–9</span>' in html
+
+
+def test_the_pins_board_shows_each_pin_s_identity(cast, section):
+    for part in section[0][1:]:
+        pin_fragment(cast.lead, part, cast.repo.scope)
+    html = client_for(cast.viewer).get(
+        f"/scopes/{cast.repo.scope.public_id}/pins/").content.decode()
+    assert "web:docs/performance.md:41–80" in html and "· part 3 of 3" in html

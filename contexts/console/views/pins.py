@@ -12,6 +12,7 @@ from django.views.decorators.http import require_GET, require_POST
 from accounts.models import Scope
 from contexts.compression import packed_tokens
 from contexts.console.forms import PinExpiryForm
+from contexts.console.identity import attach
 from contexts.console.querysets import visible
 from contexts.console.rendering import htmx_partial, render_page
 from contexts.console.views.common import get_fragment, get_scope, org_context
@@ -28,6 +29,7 @@ def _board_context(request: HttpRequest, scope: Scope) -> dict:
     seen = visible(request)
     pins = list(seen.pins().filter(scope=scope).select_related("fragment", "pinned_by")
                 .order_by("position", "created_at"))
+    attach(pin.fragment for pin in pins)  # source, part, heading: one query
     for pin in pins:
         pin.expiry_form = PinExpiryForm(
             initial={"expires_at": timezone.localtime(pin.expires_at) if pin.expires_at
