@@ -17,7 +17,7 @@ from django.contrib.auth import get_user_model
 from django.utils import timezone
 
 from accounts.models import Scope
-from accounts.permissions import may
+from accounts.permissions import may, principal_user
 from accounts.scopes import readable_scopes
 from contexts.governance.similarity import fingerprint
 from contexts.ids import parse_public_id
@@ -129,8 +129,9 @@ def write_new_fragment(principal: Any, command: NewFragment) -> Fragment:
         raise Refused(f"you may not write fragments into this {scope.kind}")
     if command.kind not in FragmentKind.values:
         raise InvalidOperation(f"unknown kind {command.kind!r}", field="kind")
-    owner = None
-    if command.owner:
+    owner = None  # the writer
+    writer = principal_user(principal)
+    if command.owner and not (writer and command.owner == writer.get_username()):
         owner = get_user_model().objects.filter(
             username=command.owner, is_active=True, memberships__org=scope.org_id).first()
         if owner is None:

@@ -17,6 +17,7 @@ from contexts.services.fragments import create_fragment, retire_fragment, supers
 from contexts.services.pins import pin_fragment
 from contexts.tokens import count_tokens
 from tests.console.conftest import HTMX, client_for, world  # noqa: F401 - fixture
+from tests.factories import UserFactory
 from tests.secrets.fakes import Secrets
 
 URL = "/o/acme/fragments/new"
@@ -301,3 +302,11 @@ def test_the_preview_and_the_negative_sections_are_sanitized(cast, notes):
     # Shown as text, never as markup.
     assert "<script" not in html and "<img" not in html and 'href="javascript' not in html
     assert "Do not &lt;script&gt;alert(1)&lt;/script&gt;" in html
+
+
+def test_a_superuser_who_is_no_member_writes_and_owns_by_default(cast, notes):
+    root = UserFactory(username="root", is_superuser=True)
+    client = client_for(root)
+    assert '<option value="root" selected>' in client.get(URL).content.decode()
+    assert client.post(URL, form(cast, owner="root")).status_code == 302
+    assert Fragment.objects.get(title="Deploy windows").owner == root
