@@ -134,11 +134,12 @@ def collect_cached(path: str, split: str, cache: Path,
 
 def _with_text_features(found: Collected, texts: dict[str, str]) -> Collected:
     """The cache with its query-text features computed again: they depend on the text alone,
-    so a change to :func:`adaptive.text_features` needs no re-run of the queries."""
-    columns = [adaptive.FEATURES.index(name) for name in adaptive.TEXT_FEATURES]
-    for row, qid in zip(found.features, found.qids, strict=True):
-        values = adaptive.text_features(texts[qid])
-        row[columns] = [values[name] for name in adaptive.TEXT_FEATURES]
+    so a change to :func:`adaptive.text_features` (or a new one) needs no re-run of the queries.
+    The features of the legs' lists are the cache's last columns."""
+    lists = len(adaptive.FEATURES) - len(adaptive.TEXT_FEATURES)
+    text = np.array([[adaptive.text_features(texts[qid])[name] for name in adaptive.TEXT_FEATURES]
+                     for qid in found.qids]).reshape(len(found.qids), -1)
+    found.features = np.hstack([text, found.features[:, found.features.shape[1] - lists:]])
     return found
 
 

@@ -34,6 +34,7 @@ FEATURES = (
     "error_like",         # 1 when the query looks like a pasted error or stack line
     "log_terms",          # log(1 + number of word tokens)
     "quoted",             # 1 when the query quotes a string
+    "path_share",         # share of query tokens that name a file path or a dotted module
     "lexical_gap",        # (s1 − s2) / s1 of the lexical leg: one document far ahead
     "lexical_spread",     # (s1 − s10) / s1 of the lexical leg
     "lexical_depth",      # hits the lexical leg found / 100
@@ -43,14 +44,18 @@ FEATURES = (
     "code_share",         # share of code fragments among both legs' top-20
 )
 
-# The features computed from the query's text alone (the rest need the legs' lists).
-TEXT_FEATURES = FEATURES[:4]
+# The features computed from the query's text alone; the rest, which need the legs' lists, come
+# last (a fit's cache keeps those and computes the text features again: fusion_fit).
+TEXT_FEATURES = FEATURES[:5]
 
 _WORD = re.compile(r"[\w./:-]+")
 _SNAKE = re.compile(r"[A-Za-z0-9]_[A-Za-z0-9]|^_\w")
 _CAMEL = re.compile(r"[a-z0-9][A-Z]|[A-Z]{2,}[a-z]")
 _DOTTED = re.compile(r"\w\.\w*[A-Za-z_]\w*|::")
 _PATH = re.compile(r"\w/\w|\.(py|js|ts|go|rs|java|md|txt|toml|yaml|json)\b")
+# A dotted module name: lowercase parts of two characters or more (`contexts.services.rls`), not
+# a qualified identifier (`QuerySet.bulk_create`) or an abbreviation (`e.g`).
+_MODULE = re.compile(r"^[a-z_][a-z0-9_]+(?:\.[a-z_][a-z0-9_]+)+$")
 # What marks a pasted error, stack or log line. Case matters: "ERROR" and "InvalidOperation:"
 # are machine output, "error" and "Invalid:" in a question are not. The shapes, one per line:
 _ERROR_SHAPES = (
@@ -78,11 +83,13 @@ def _is_identifier(token: str) -> bool:
 def text_features(query: str) -> dict[str, float]:
     tokens = _WORD.findall(query)
     identifiers = sum(1 for t in tokens if _is_identifier(t))
+    paths = sum(1 for t in tokens if _PATH.search(t) or _MODULE.match(t.strip(".:,;-")))
     return {
         "identifier_share": identifiers / len(tokens) if tokens else 0.0,
         "error_like": 1.0 if _ERROR.search(query) else 0.0,
         "log_terms": math.log1p(len(tokens)),
         "quoted": 1.0 if _QUOTED.search(query) else 0.0,
+        "path_share": paths / len(tokens) if tokens else 0.0,
     }
 
 

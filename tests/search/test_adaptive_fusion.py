@@ -28,6 +28,13 @@ def test_text_features_tell_identifiers_errors_and_questions_apart():
     assert set(error) == set(adaptive.TEXT_FEATURES)
 
 
+def test_path_share_counts_file_paths_and_module_names_not_qualified_identifiers():
+    assert adaptive.text_features("contexts/search/_backend.py")["path_share"] == 1.0
+    assert adaptive.text_features("what is in contexts.services.rls")["path_share"] == 0.25
+    assert adaptive.text_features("QuerySet.bulk_create")["path_share"] == 0.0
+    assert adaptive.text_features("e.g. how do I pin")["path_share"] == 0.0
+
+
 @pytest.mark.parametrize("pasted", [
     "InvalidOperation: the context belongs to another organization",
     "django.core.signing.BadSignature: malformed nudge token",
