@@ -39,10 +39,18 @@ from django.db.models import Q
 from django.urls import reverse
 from django.utils.encoding import force_bytes
 from django.utils.http import urlsafe_base64_encode
-from guardian.models import UserObjectPermission
+from guardian.models import GroupObjectPermission, UserObjectPermission
 from guardian.shortcuts import assign_perm, get_perms, remove_perm
 
-from accounts.models import ROLE_ACTIONS, Membership, Organization, Repository, Role
+from accounts.models import (
+    ROLE_ACTIONS,
+    Membership,
+    Organization,
+    Persona,
+    Repository,
+    Role,
+    Session,
+)
 from accounts.permissions import may
 from contexts.governance import nudges
 from contexts.models import Nudge
@@ -124,6 +132,8 @@ def _check_role(role: str, field: str = "role") -> str:
 
 
 def _membership(org: Organization, username: str) -> Membership:
+    if "\x00" in username:  # no account has one (PostgreSQL text cannot hold it)
+        raise NotVisible("member")
     membership = (Membership.objects.select_related("user")
                   .filter(org=org, user__username=username).first())
     if membership is None:
@@ -131,15 +141,16 @@ def _membership(org: Organization, username: str) -> Membership:
     return membership
 
 
-def active_admins(org: Organization) -> int:
+def active_admins(org: Organization | int) -> int:
     return Membership.objects.filter(org=org, role=Role.ADMIN, user__is_active=True).count()
 
 
-def _lock_admins(org: Organization) -> None:
-    """Two administrators demoting each other at once cannot leave the organization without
-    one: the organization's admin memberships are locked first."""
-    list(Membership.objects.select_for_update().filter(org=org, role=Role.ADMIN)
-         .values_list("pk", flat=True))
+def _lock_admins(*orgs: Organization | int) -> None:
+    """Two administrators demoting or deactivating each other at once cannot leave an
+    organization without one: the admin memberships of every organization concerned are
+    locked first, in one statement and one order (no deadlock between two such requests)."""
+    list(Membership.objects.select_for_update().filter(org__in=orgs, role=Role.ADMIN)
+         .order_by("pk").values_list("pk", flat=True))
 
 
 def _is_last_admin(membership: Membership) -> bool:
@@ -311,6 +322,22 @@ def set_repository_role(principal: Any, command: SetRepositoryRole) -> str:
 
 
 # --- deactivating ---------------------------------------------------------------------------
+def _orgs_of(user: AbstractBaseUser) -> set[int]:
+    """Every organization the account reaches: its memberships, and its guardian grants (its
+    own or its groups') on an organization or on anything in one — a guest of one repository
+    belongs there as much as a member does (``accounts.scopes`` reads both)."""
+    org_ids = set(Membership.objects.filter(user=user).values_list("org_id", flat=True))
+    for model in (Organization, Repository, Persona, Session):
+        content_type = ContentType.objects.get_for_model(model)
+        granted = {int(pk) for pk in UserObjectPermission.objects.filter(
+            user=user, content_type=content_type).values_list("object_pk", flat=True)}
+        granted |= {int(pk) for pk in GroupObjectPermission.objects.filter(
+            group__user=user, content_type=content_type).values_list("object_pk", flat=True)}
+        org_field = "pk" if model is Organization else "org_id"
+        org_ids.update(model.objects.filter(pk__in=granted).values_list(org_field, flat=True))
+    return org_ids
+
+
 def _may_switch_account(principal: Any, org: Organization, membership: Membership) -> None:
     user = membership.user
     if getattr(principal, "pk", None) == user.pk:
@@ -318,7 +345,7 @@ def _may_switch_account(principal: Any, org: Organization, membership: Membershi
                                "administrator", field="username")
     if user.is_superuser and not getattr(principal, "is_superuser", False):
         raise Refused("only a superuser may deactivate a superuser")
-    others = Organization.objects.filter(memberships__user=user).exclude(pk=org.pk)
+    others = Organization.objects.filter(pk__in=_orgs_of(user)).exclude(pk=org.pk)
     if any(not may(principal, "administer", other.scope) for other in others):
         raise Refused(f"{user.get_username()} also belongs to an organization you do not "
                       "administer; ask a superuser to deactivate the account")
@@ -329,14 +356,21 @@ def deactivate_member(principal: Any, org: Organization, username: str) -> list[
     e-mailed as governance does). Returns the escalated nudges."""
     require_admin(principal, org)
     with transaction.atomic():
-        _lock_admins(org)
         membership = _membership(org, username)
+        # The account leaves every organization it administers, not only this one.
+        administered = set(Membership.objects.filter(user=membership.user, role=Role.ADMIN)
+                           .values_list("org_id", flat=True))
+        _lock_admins(org.pk, *administered)
         _may_switch_account(principal, org, membership)
         user = membership.user
         if not user.is_active:
             return []
         if _is_last_admin(membership):
             raise InvalidOperation("the organization needs at least one active administrator",
+                                   field="username")
+        if any(active_admins(org_id) <= 1 for org_id in administered):
+            raise InvalidOperation(f"{username} is the last active administrator of another "
+                                   "organization; make someone else its administrator first",
                                    field="username")
         user.is_active = False
         user.save(update_fields=["is_active"])

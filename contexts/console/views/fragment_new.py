@@ -30,7 +30,7 @@ from contexts.console.querysets import Visible, visible
 from contexts.console.views.common import get_org, org_context
 from contexts.models import FragmentKind
 from contexts.services.errors import InvalidOperation
-from contexts.services.secret_scan import describe, scan
+from contexts.services.secret_scan import describe, redact, scan
 from contexts.services.secrets import policy
 from contexts.tokens import count_tokens
 from contexts.usecases.errors import NotVisible, Refused
@@ -146,9 +146,13 @@ def preview_context(request: HttpRequest, org: Organization, form: NewFragmentFo
                                              data.get("why", "")))
     if not body.strip():
         return {"preview": None}
-    findings = scan(body) + scan(data.get("title", ""))
+    in_body = scan(body)
+    findings = in_body + scan(data.get("title", ""))
+    # Shown as the door would store it: a secret found is a placeholder here too, never
+    # rendered back (under ``refuse`` nothing is stored; the text still shows no secret).
+    shown = redact(body, in_body)
     return {"preview": {
-        "html": render_text(body, kind=kind, negative=kind == NEGATIVE),
+        "html": render_text(shown, kind=kind, negative=kind == NEGATIVE),
         "tokens": count_tokens(body),
         "packed_tokens": packed_tokens(body, []),
         "secrets": describe(findings) if findings else "",
