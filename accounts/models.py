@@ -145,6 +145,14 @@ class ScopedObject(PublicIdModel):
         return self.scope_org().pk
 
 
+class ProposalPolicy(models.TextChoices):
+    """What happens to an agent's proposal for a scope (docs/adr/0017): a tech lead reviews
+    it, or it is accepted at once when the proposing token is trusted (``auto_accept``)."""
+
+    REVIEW = "review", "review"
+    AUTO_ACCEPT = "auto-accept", "auto-accept (trusted tokens)"
+
+
 class Organization(ScopedObject):
     """The root of the tenancy: a reference table, not distributed (docs/scale-out.md) — its
     slug and public id are unique across the installation, and every tenant table refers to
@@ -160,6 +168,8 @@ class Organization(ScopedObject):
     slug = models.SlugField(max_length=63, unique=True, validators=[SLUG_VALIDATOR])
     name = models.CharField(max_length=200)
     created_at = models.DateTimeField(default=timezone.now)
+    proposal_policy = models.CharField(max_length=12, choices=ProposalPolicy.choices,
+                                       default=ProposalPolicy.REVIEW)
 
     class Meta:
         ordering = ["slug"]
@@ -194,6 +204,8 @@ class Repository(ScopedObject):
     name = models.CharField(max_length=200)
     url = models.CharField(max_length=500, blank=True)
     default_branch = models.CharField(max_length=100, default="main")
+    proposal_policy = models.CharField(max_length=12, choices=ProposalPolicy.choices,
+                                       default=ProposalPolicy.REVIEW)
 
     class Meta:
         ordering = ["org__slug", "slug"]
@@ -290,6 +302,12 @@ class Session(ScopedObject):
     expires_at = models.DateTimeField(null=True, blank=True)
     # Closed by a person (the console's Sessions page): no more writes; its fragments stay.
     closed_at = models.DateTimeField(null=True, blank=True)
+    # The agent token that opened it by naming a new session_id in a write (None: created by
+    # a person). Such a session expires after CONTEXTS_SESSION_IDLE_MINUTES without a write;
+    # composite foreign key (org_id, opened_by_id) → (org_id, id), migration 0005.
+    opened_by = models.ForeignKey("ApiToken", on_delete=models.SET_NULL, null=True,
+                                  blank=True, related_name="opened_sessions",
+                                  db_constraint=False)
 
     class Meta:
         ordering = ["-created_at"]
@@ -384,6 +402,13 @@ class ApiToken(PublicIdModel):
     expires_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
+    # Proposals (docs/adr/0017): may it propose new repository fragments directly (promoting
+    # a session fragment needs no flag), and is it trusted where a scope's policy is
+    # auto-accept.
+    may_propose = models.BooleanField(default=False, help_text="may propose new repository "
+                                      "fragments directly")
+    auto_accept = models.BooleanField(default=False, help_text="trusted: its proposals are "
+                                      "accepted at once where the scope's policy is auto-accept")
 
     class Meta:
         ordering = ["-created_at"]

@@ -1,4 +1,5 @@
-"""The agents' API as MCP tools: ``retrieve``, ``write_session_fragment`` and ``feedback`` over
+"""The agents' API as MCP tools: ``retrieve``, ``write_session_fragment``, ``feedback`` and the
+proposal tools (``propose_promotion``, ``propose_fragment``, ``proposal_status``) over
 Streamable HTTP at ``/mcp`` (official ``mcp`` SDK), mounted next to Django by ``contexts.asgi``.
 
 Nothing here decides anything: every tool validates with the serializers REST validates with
@@ -51,6 +52,12 @@ from contexts.protocol.fragments import (
     feedback_command,
     write_command,
 )
+from contexts.protocol.proposals import (
+    PromoteSerializer,
+    ProposeNewSerializer,
+    promote_command,
+    propose_new_command,
+)
 from contexts.protocol.retrieval import (
     RetrieveRequestSerializer,
     response_payload,
@@ -59,6 +66,7 @@ from contexts.protocol.retrieval import (
 from contexts.protocol.throttling import AgentRateThrottle
 from contexts.security import SecurityHeadersASGI
 from contexts.usecases import fragments as fragment_cases
+from contexts.usecases import proposals as proposal_cases
 from contexts.usecases import retrieval as retrieval_cases
 
 MCP_PATH = "/mcp"
@@ -81,7 +89,9 @@ INSTRUCTIONS = (
     "repository you can read, and an empty answer's `hint` says where readable fragments "
     "are when they lie outside the scope you asked for. At the end of a session, "
     "`write_session_fragment` stores a short summary in the session. Tell Contexts which "
-    "fragments helped (or hurt) with `feedback`. "
+    "fragments helped (or hurt) with `feedback`. A new session_id (with repo_id) in a write "
+    "opens that session. `propose_promotion` asks a tech lead to make a session finding a "
+    "repository or organization fragment; `proposal_status` tells the outcome. "
     "Errors come back as JSON: {\"error\": {\"code\", \"message\", \"field\"}}."
 )
 
@@ -300,6 +310,76 @@ async def feedback(
         fragment = fragment_cases.record_feedback(token,
                                                   feedback_command(fragment_id, validated))
         return {"id": fragment.public_id, "signal": validated["signal"]}
+
+    return await _run(ctx, operation)
+
+
+@server.tool(
+    title="Propose promoting a session fragment",
+    description=(
+        "Propose that a fragment of your session become a repository (target \"repository\", "
+        "the session's) or organization fragment; a tech lead reviews it (the same as POST "
+        "/api/fragments/{id}/propose). Nothing proposed is retrievable outside the session "
+        "until approved. Returns the proposal: id, state, target_scope, fragment once approved."
+    ),
+)
+async def propose_promotion(
+    fragment_id: Annotated[str, Field(description="the session fragment's id")],
+    ctx: Context,
+    target: Annotated[str | None, Field(
+        description="where it should go (default repository)",
+        json_schema_extra={"enum": [*_choices(PromoteSerializer, "target"), None]})] = None,
+) -> ToolResult:
+    data = _without_none({"target": target})
+
+    def operation(token: ApiToken) -> dict[str, Any]:
+        require_broker()
+        command = promote_command(fragment_id, _validated(PromoteSerializer, data))
+        return proposal_cases.outcome(proposal_cases.propose_promotion(token, command))
+
+    return await _run(ctx, operation)
+
+
+@server.tool(
+    title="Propose a new repository fragment",
+    description=(
+        "Propose a new fragment for a repository, reviewed before anyone retrieves it (the "
+        "same as POST /api/proposals); only tokens that allow proposals. Returns the proposal."
+    ),
+)
+async def propose_fragment(
+    scope: RetrievalScope,
+    body: Annotated[str, Field(description="the fragment's text (Markdown)")],
+    ctx: Context,
+    title: Annotated[str | None, Field(description="a short title")] = None,
+    kind: Annotated[str | None, Field(
+        description=f"fragment kind (default {FragmentKind.PROSE.value})",
+        json_schema_extra={"enum": [*FragmentKind.values, None]})] = None,
+) -> ToolResult:
+    data = _without_none({"scope": _without_none(scope.model_dump()), "body": body,
+                          "title": title, "kind": kind})
+
+    def operation(token: ApiToken) -> dict[str, Any]:
+        require_broker()
+        command = propose_new_command(_validated(ProposeNewSerializer, data))
+        return proposal_cases.outcome(proposal_cases.propose_new(token, command))
+
+    return await _run(ctx, operation)
+
+
+@server.tool(
+    title="A proposal's outcome",
+    description=(
+        "One of your proposals: state (open, approved, merged, rejected), the fragment it "
+        "became, the reason of a rejection (the same as GET /api/proposals/{id})."
+    ),
+)
+async def proposal_status(
+    proposal_id: Annotated[str, Field(description="the id propose_* returned")],
+    ctx: Context,
+) -> ToolResult:
+    def operation(token: ApiToken) -> dict[str, Any]:
+        return proposal_cases.outcome(proposal_cases.own_proposal(token, proposal_id))
 
     return await _run(ctx, operation)
 

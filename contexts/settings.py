@@ -480,6 +480,11 @@ GOVERNANCE_DEDUP_MIN_HAMMING = 0
 GOVERNANCE_DEDUP_MAX_HAMMING = 8
 GOVERNANCE_DEDUP_MIN_COSINE = 0.9
 GOVERNANCE_NEIGHBOURS = 10  # nearest neighbours examined per fragment in the vector searches
+# Agents open sessions by naming a new session_id in a write (docs/api.md "Sessions"): at most
+# this many open sessions per token, and a session an agent opened expires after this many
+# minutes without a write (each write moves its expiry on).
+CONTEXTS_SESSIONS_PER_TOKEN = env_int("CONTEXTS_SESSIONS_PER_TOKEN", 50)
+CONTEXTS_SESSION_IDLE_MINUTES = env_int("CONTEXTS_SESSION_IDLE_MINUTES", 24 * 60)
 # Authority: PageRank over the citation graph.
 GOVERNANCE_PAGERANK_DAMPING = 0.85
 # Re-embedding on a model upgrade.

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from contexts.api import fragments, jobs, retrieve, views
+from contexts.api import fragments, jobs, proposals, retrieve, views
 
 app_name = "api"
 
@@ -10,6 +10,9 @@ urlpatterns = [
     path("contexts/retrieve", retrieve.retrieve_view, name="retrieve"),
     path("fragments", fragments.fragments_view, name="fragments"),
     path("fragments/<pid:fragment_id>/feedback", fragments.feedback_view, name="feedback"),
+    path("fragments/<pid:fragment_id>/propose", proposals.propose_view, name="propose"),
+    path("proposals", proposals.proposals_view, name="proposals"),
+    path("proposals/<pid:proposal_id>", proposals.proposal_view, name="proposal"),
     path("traces/<pid:trace_id>", fragments.trace_view, name="trace"),
     path("sources", jobs.upload_sources, name="sources"),
     path("jobs/<pid:job_id>", jobs.job_detail, name="job-detail"),

@@ -18,6 +18,12 @@ from contexts.models.fragments import (
 )
 from contexts.models.governance import Nudge
 from contexts.models.jobs import IngestionJob, JobState
+from contexts.models.proposals import (
+    Proposal,
+    ProposalKind,
+    ProposalState,
+    ProposalTarget,
+)
 from contexts.models.secrets import SecretAction, SecretFinding, SecretOrigin
 from contexts.models.sources import SourceDocument, SourcePointer
 from contexts.models.traces import RetrievalTrace
@@ -47,6 +53,10 @@ __all__ = [
     "Link",
     "Nudge",
     "Pin",
+    "Proposal",
+    "ProposalKind",
+    "ProposalState",
+    "ProposalTarget",
     "RetrievalTrace",
     "SecretAction",
     "SecretFinding",

@@ -16,7 +16,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 
-from accounts.models import Scope
+from accounts.models import Scope, Session
 from accounts.permissions import may, principal_user
 from accounts.scopes import readable_scopes
 from contexts.governance.similarity import fingerprint
@@ -26,6 +26,7 @@ from contexts.models import Fragment, FragmentKind, FragmentStatus
 from contexts.services.errors import InvalidOperation
 from contexts.services.fragments import create_fragment
 from contexts.tasks import record_feedback as record_feedback_task
+from contexts.usecases import agent_sessions
 from contexts.usecases.errors import NotVisible, Refused
 from contexts.usecases.retrieval import ScopeRef
 from contexts.usecases.scoping import refuse, resolve_in_org, resolve_org
@@ -52,17 +53,27 @@ class Feedback:
 
 def target_scope(principal: Any, scope: ScopeRef) -> Scope:
     """The most specific scope named (session > persona > repo > org)."""
+    return _target(principal, scope)[0]
+
+
+def _target(principal: Any, scope: ScopeRef) -> tuple[Scope, Session | None]:
+    """The most specific scope named, and the session when it is one — opened on first write
+    when an agent names a new ``session_id`` (:mod:`contexts.usecases.agent_sessions`)."""
     org = resolve_org(principal, scope.org_id)
-    for kind, ref in (("session", scope.session_id), ("persona", scope.persona_id),
-                      ("repo", scope.repo_id)):
+    if scope.session_id:
+        session = agent_sessions.session_for_write(principal, org, scope)
+        return session.scope, session
+    for kind, ref in (("persona", scope.persona_id), ("repo", scope.repo_id)):
         obj = resolve_in_org(org, kind, ref)
         if obj is not None:
-            return obj.scope
-    return org.scope
+            return obj.scope, None
+    return org.scope, None
 
 
 def write_fragment(principal: Any, command: WriteFragment) -> Fragment:
-    scope = target_scope(principal, command.scope)
+    scope, session = _target(principal, command.scope)
+    if session is not None:
+        agent_sessions.refuse_if_not_open(principal, session)
     action = "contribute" if scope.kind == "session" else "curate"
     if not may(principal, action, scope):
         if may(principal, "view", scope):
@@ -70,11 +81,14 @@ def write_fragment(principal: Any, command: WriteFragment) -> Fragment:
                           "agents write into sessions")
         raise refuse()
     try:
-        return create_fragment(principal, scope, body=command.body, title=command.title,
-                               kind=command.kind, heading_path=list(command.heading_path),
-                               reason="written through the API")
+        fragment = create_fragment(principal, scope, body=command.body, title=command.title,
+                                   kind=command.kind, heading_path=list(command.heading_path),
+                                   reason="written through the API")
     except InvalidOperation as exc:
         raise InvalidOperation(str(exc), field=exc.field or "body") from exc
+    if session is not None:
+        agent_sessions.touch(session)
+    return fragment
 
 
 @dataclasses.dataclass(frozen=True)

@@ -183,12 +183,15 @@ WEB = {"org_id": "acme", "repo_id": "web"}
 
 
 # --- tests --------------------------------------------------------------------------------------
-def test_the_three_tools_are_listed_with_their_arguments(stack: Stack, cast: Cast):
+def test_the_tools_are_listed_with_their_arguments(stack: Stack, cast: Cast):
     async def scenario(session: ClientSession):
         return (await session.list_tools()).tools
 
     tools = {tool.name: tool for tool in run(stack, cast.raw_token, scenario)}
-    assert set(tools) == {"retrieve", "write_session_fragment", "feedback"}
+    assert set(tools) == {"retrieve", "write_session_fragment", "feedback",
+                          "propose_promotion", "propose_fragment", "proposal_status"}
+    assert set(tools["propose_promotion"].input_schema["required"]) == {"fragment_id"}
+    assert set(tools["proposal_status"].input_schema["required"]) == {"proposal_id"}
     assert set(tools["retrieve"].input_schema["required"]) == {"query", "scope"}
     assert "budget_tokens" in tools["retrieve"].input_schema["properties"]
     assert set(tools["write_session_fragment"].input_schema["required"]) == {"scope", "body"}
@@ -250,6 +253,28 @@ def test_a_session_fragment_written_over_mcp_is_retrieved_in_that_session(
     assert not {written["id"], world.session_note.public_id} & set(ids(outside))
     assert helped == {"id": written["id"], "signal": "helped"}
     assert Fragment.objects.get(public_id=written["id"]).scope_id == cast.session.scope.pk
+
+
+def test_an_agent_opens_a_session_and_proposes_a_finding_over_mcp(stack: Stack, cast: Cast):
+    """A new session_id opens the session on first write; the proposal waits for review."""
+    new_session = {**WEB, "session_id": "MCP-42"}
+
+    async def scenario(session: ClientSession):
+        written = ok(await session.call_tool("write_session_fragment", {
+            "scope": new_session, "body": "The MCP tools share the REST token bucket."}))
+        proposed = ok(await session.call_tool("propose_promotion", {
+            "fragment_id": written["id"], "target": "repository"}))
+        status = ok(await session.call_tool("proposal_status",
+                                            {"proposal_id": proposed["id"]}))
+        refused = error_of(await session.call_tool("propose_fragment", {
+            "scope": WEB, "body": "A rule nobody reviewed."}))
+        return written, proposed, status, refused
+
+    written, proposed, status, refused = run(stack, cast.raw_token, scenario)
+    assert written["scope"].startswith("sess_")
+    assert proposed["state"] == status["state"] == "open"
+    assert status["source_fragment"] == written["id"]
+    assert refused["code"] == "permission_denied"  # the token does not allow proposals
 
 
 def test_the_high_level_client_negotiates_the_current_protocol(
