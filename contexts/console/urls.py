@@ -1,7 +1,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from contexts.console import urls_people, urls_write
+from contexts.console import urls_people, urls_review, urls_write
 from contexts.console.views import (
     fragment_detail,
     fragments,
@@ -64,4 +64,5 @@ urlpatterns = [
     # Writing fragments in the browser; members, personas and sessions.
     *urls_write.urlpatterns,
     *urls_people.urlpatterns,
+    *urls_review.urlpatterns,
 ]

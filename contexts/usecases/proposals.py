@@ -34,7 +34,7 @@ from django.utils import timezone
 from accounts.models import ApiToken, Organization, ProposalPolicy, Repository, ScopeKind, Session
 from accounts.permissions import SYSTEM, may, principal_user
 from accounts.scopes import readable_scopes
-from contexts.ids import parse_public_id
+from contexts.ids import InvalidField, parse_public_id
 from contexts.models import (
     FragmentKind,
     FragmentStatus,
@@ -296,7 +296,7 @@ def merge(principal: Any, proposal: Proposal, into: str, *, body: str,
         raise Refused("only tech leads and administrators review proposals")
     try:
         target = visible_fragment(principal, into)
-    except NotVisible:
+    except (NotVisible, InvalidField):
         raise InvalidOperation("no such fragment", field="into") from None
     if target.org_id != proposal.org_id or target.status != FragmentStatus.ACTIVE:
         raise InvalidOperation("merge into an active fragment of this organization",

@@ -13,6 +13,7 @@ from accounts.models import Organization, Scope
 from contexts.console.querysets import visible
 from contexts.ids import parse_public_id
 from contexts.models import Fragment
+from contexts.usecases import proposals
 
 PAGE_SIZE = 25
 SESSION_ORG = "console_org"
@@ -62,5 +63,9 @@ def org_context(request: HttpRequest, org: Organization | None, active: str = ""
         "orgs": list(seen.orgs().order_by("slug")),
         "nav_active": active,
         "can_administer_org": bool(org) and seen.may("administer", org.scope),
+        # Tech leads and administrators: the Review item with its count of open proposals
+        # (counted only when the layout shows it).
+        "can_review_org": bool(org) and seen.may("pin", org.scope),
+        "review_open": (lambda: proposals.open_count(request.user, org)) if org else 0,
         **extra,
     }
