@@ -343,8 +343,10 @@ def _may_switch_account(principal: Any, org: Organization, membership: Membershi
     if getattr(principal, "pk", None) == user.pk:
         raise InvalidOperation("you cannot deactivate your own account; ask another "
                                "administrator", field="username")
-    if user.is_superuser and not getattr(principal, "is_superuser", False):
-        raise Refused("only a superuser may deactivate a superuser")
+    # A staff account works the admin site, every organization's: the operator's, as a
+    # superuser is.
+    if (user.is_superuser or user.is_staff) and not getattr(principal, "is_superuser", False):
+        raise Refused("only a superuser may deactivate a superuser or a staff account")
     others = Organization.objects.filter(pk__in=_orgs_of(user)).exclude(pk=org.pk)
     if any(not may(principal, "administer", other.scope) for other in others):
         raise Refused(f"{user.get_username()} also belongs to an organization you do not "

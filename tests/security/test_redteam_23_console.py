@@ -7,7 +7,8 @@ Findings, each fixed where the rule lives:
 2. An administrator of one organization could lock a person out of another: add an account
    that reads the other organization through a guardian grant (a guest on one repository, no
    membership there), then deactivate it — only memberships counted as "belongs elsewhere".
-   Grants now count too.
+   Grants now count too. So could a staff account (the installation's admin site), added
+   first: only a superuser switches one off now, as a superuser.
 3. Deactivating an account checked the last administrator of the page's organization only: a
    superuser deactivating, from organization B's page, the last administrator of organization
    A left A without one (and two administrators of two organizations deactivating each other
@@ -95,6 +96,21 @@ def test_an_account_reaching_only_the_admin_s_organization_is_still_deactivated(
     Membership.objects.create(user=guest, org=cast.org, role=Role.VIEWER)
     assert client_for(cast.owner).post("/o/acme/members/guest/deactivate").status_code == 302
     assert not _is_active(guest)
+
+
+@pytest.mark.django_db
+def test_an_admin_cannot_deactivate_a_staff_account_they_added(cast):
+    # A staff account works the installation's admin site, every organization's: the
+    # operator's, like a superuser — not an organization administrator's to switch off.
+    operator = UserFactory(username="operator", is_staff=True)
+    client = client_for(cast.owner)
+    assert client.post("/o/acme/members/add", {"identifier": "operator",
+                                               "role": "viewer"}).status_code == 302
+    assert client.post("/o/acme/members/operator/deactivate").status_code == 403
+    assert _is_active(operator)
+    root = User.objects.create_superuser("root", "root@example.com", "pw-for-tests-only")
+    assert client_for(root).post("/o/acme/members/operator/deactivate").status_code == 302
+    assert not _is_active(operator)
 
 
 # --- 3. the last administrator of another organization ---------------------------------------
