@@ -24,6 +24,9 @@ from contexts.services.job_leases import JOB_LOCK_SPACE
 
 logger = logging.getLogger(__name__)
 PROGRESS_EVERY_SECONDS = 0.5
+# How often a running job says how far it got in the worker's log: a first ingest of a large
+# repository takes minutes, and the log is where an operator watching `make run` looks.
+LOG_EVERY_SECONDS = 30.0
 
 
 def _target(job: IngestionJob) -> Target:
@@ -66,14 +69,18 @@ def _run_job_locked(job_id: int) -> IngestionJob | None:
     if job is None or not claimed:
         return job  # gone, or already finished by an earlier delivery
     IngestionJob.objects.filter(pk=job_id).update(attempts=job.attempts + 1)
-    last_update = 0.0
+    last_update = last_log = time.monotonic()
 
     def progress(stats: Stats, force: bool = False) -> None:
-        nonlocal last_update
+        nonlocal last_update, last_log
         now = time.monotonic()
         if force or now - last_update >= PROGRESS_EVERY_SECONDS:
             last_update = now
             IngestionJob.objects.filter(pk=job_id).update(**_counters(stats))
+        if now - last_log >= LOG_EVERY_SECONDS:
+            last_log = now
+            logger.info("ingestion job %s: %d files done, %d fragments created, %d updated",
+                        job.public_id, stats.files_done, stats.created, stats.updated)
 
     try:
         _check_source(job)

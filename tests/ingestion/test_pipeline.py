@@ -472,3 +472,12 @@ def test_a_rerun_after_a_crash_completes_without_duplicates(ingest_target, crash
 
 def test_a_rerun_after_a_crash_keeps_the_citation_links(crashed_then_rerun):
     assert set(Link.objects.values_list("kind", flat=True)) == {"front-matter", "markdown"}
+
+
+def test_a_running_job_says_how_far_it_got_in_the_log(ingest_target, tree, monkeypatch, caplog):
+    monkeypatch.setattr("contexts.ingestion.jobs.LOG_EVERY_SECONDS", 0.0)
+    with caplog.at_level("INFO", logger="contexts.ingestion.jobs"):
+        job = ingest(ingest_target, tree)
+    lines = [r.getMessage() for r in caplog.records if "files done" in r.getMessage()]
+    assert lines and all(job.public_id in line for line in lines)
+    assert f"{job.files_done} files done" in lines[-1]
