@@ -116,7 +116,9 @@ class Command(BaseCommand):
             "worker": [python, "-m", "celery", "-A", "contexts", "worker", "--loglevel", "INFO",
                        "--concurrency", os.environ.get("CELERY_CONCURRENCY", "1"),
                        "--hostname", f"worker-{os.getpid()}@%h"],
-            "beat": [python, "-m", "celery", "-A", "contexts", "beat", "--loglevel", "INFO",
+            # Beat at WARNING: at INFO it logs every due task, dozens a minute, which buried the
+            # worker's own lines in `make run`'s output.
+            "beat": [python, "-m", "celery", "-A", "contexts", "beat", "--loglevel", "WARNING",
                      "--schedule", settings.CELERY_BEAT_SCHEDULE_FILENAME],
         }
         self.env = env
