@@ -34,6 +34,8 @@ OPERATIONS = {
     "GET /api/", "GET /api/whoami", "POST /api/contexts/retrieve", "POST /api/fragments",
     "POST /api/fragments/{fragment_id}/feedback", "GET /api/traces/{trace_id}",
     "POST /api/sources", "GET /api/jobs/{job_id}",
+    "POST /api/fragments/{fragment_id}/propose", "POST /api/proposals", "GET /api/proposals",
+    "GET /api/proposals/{proposal_id}",
 }
 
 

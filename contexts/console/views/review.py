@@ -61,7 +61,8 @@ def _act(request: HttpRequest, slug: str, proposal_id: str, action, done: str
         what = f"{field}: " if field and field != "proposal" else ""
         return _page(request, org, error=f"{proposal.public_id}: {what}{exc}",
                      failed=proposal.public_id, status=400)
-    messages.success(request, done.format(title=decided.title or decided.public_id))
+    title = (decided.result_fragment.title if decided.result_fragment_id else decided.title)
+    messages.success(request, done.format(title=title or decided.public_id))
     return redirect("console:review", slug=org.slug)
 
 
