@@ -30,8 +30,11 @@ def _random(length: int) -> str:
 
 @transaction.atomic
 def create_token(org: Organization, name: str, scopes: Iterable[Scope], *, created_by=None,
-                 expires_in_days: int | None = None) -> tuple[ApiToken, str]:
-    """Create a token bound to ``scopes`` (all in ``org``); returns it and the raw secret."""
+                 expires_in_days: int | None = None, may_propose: bool = False,
+                 auto_accept: bool = False) -> tuple[ApiToken, str]:
+    """Create a token bound to ``scopes`` (all in ``org``); returns it and the raw secret.
+    ``may_propose``: it may propose new repository fragments; ``auto_accept``: it is trusted
+    where a scope's proposal policy is auto-accept (docs/adr/0017)."""
     scopes = list(scopes)
     if not scopes:
         raise ValueError("a token needs at least one scope")
@@ -43,12 +46,14 @@ def create_token(org: Organization, name: str, scopes: Iterable[Scope], *, creat
     )
     token = ApiToken.objects.create(
         name=name, org=org, prefix=prefix, secret_hash=hash_token_secret(secret),
-        created_by=created_by, expires_at=expires_at,
+        created_by=created_by, expires_at=expires_at, may_propose=may_propose,
+        auto_accept=auto_accept,
     )
     token.scopes.set(scopes)
     _audit(created_by, "token.create", token, after={
         "name": name, "scopes": sorted(s.public_id for s in scopes),
-        "expires_at": expires_at.isoformat() if expires_at else None})
+        "expires_at": expires_at.isoformat() if expires_at else None,
+        "may_propose": may_propose, "auto_accept": auto_accept})
     return token, f"{TOKEN_PREFIX}_{prefix}_{secret}"
 
 

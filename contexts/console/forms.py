@@ -159,6 +159,11 @@ class TokenForm(ConsoleForm):
                                                  "under them")
     expires_in_days = forms.IntegerField(label="Expires in (days)", required=False,
                                          min_value=1, max_value=3650)
+    may_propose = forms.BooleanField(label="May propose new repository fragments",
+                                     required=False, help_text="reviewed on the Review page")
+    auto_accept = forms.BooleanField(label="Trusted: auto-accept its proposals",
+                                     required=False, help_text="only where a scope's proposal "
+                                     "policy is auto-accept")
 
     def __init__(self, *args, scopes, **kwargs) -> None:
         super().__init__(*args, **kwargs)

@@ -8,6 +8,7 @@ from contexts.console.views import review
 
 urlpatterns: list = [
     path("o/<slug:slug>/review/", review.review, name="review"),
+    path("o/<slug:slug>/review/policy", review.policy, name="review-policy"),
     path("o/<slug:slug>/review/<pid:proposal_id>/approve", review.approve,
          name="review-approve"),
     path("o/<slug:slug>/review/<pid:proposal_id>/reject", review.reject, name="review-reject"),

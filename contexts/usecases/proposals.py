@@ -334,3 +334,39 @@ def outcome(proposal: Proposal) -> dict[str, Any]:
     }
 
 
+# --- policy -------------------------------------------------------------------------------------
+def policies(principal: Any, org: Organization) -> list[tuple[Any, bool]]:
+    """The organization and its repositories the principal reads, each with whether the
+    principal may set its proposal policy (``administer`` there)."""
+    readable = readable_scopes(principal)
+    objects = [org, *Repository.objects.filter(org=org, scope_id__in=sorted(readable))
+               .select_related("scope").order_by("slug")]
+    return [(obj, may(principal, "administer", obj.scope)) for obj in objects]
+
+
+def set_policy(principal: Any, org: Organization, scope_id: str, policy: str
+               ) -> Organization | Repository:
+    """Set the proposal policy of the organization or one of its repositories (named by its
+    scope's public id): ``administer`` there; audited as ``proposal.policy``."""
+    if policy not in ProposalPolicy.values:
+        raise InvalidOperation(f"policy must be one of {', '.join(ProposalPolicy.values)}",
+                               field="policy")
+    scope_id = parse_public_id(scope_id, "scope_id")
+    if scope_id == org.scope.public_id:
+        obj: Organization | Repository = org
+    else:
+        obj = Repository.objects.filter(org=org, scope__public_id=scope_id).select_related(
+            "scope").first()
+        if obj is None or not may(principal, "view", obj.scope):
+            raise NotVisible("scope")
+    if not may(principal, "administer", obj.scope):
+        raise Refused("only administrators set the proposal policy")
+    with transaction.atomic():
+        before = obj.proposal_policy
+        type(obj).objects.filter(pk=obj.pk).update(proposal_policy=policy)
+        obj.proposal_policy = policy
+        if before != policy:
+            audit.record(principal, "proposal.policy", obj, org=org,
+                         before={"proposal_policy": before}, after={"proposal_policy": policy})
+    return obj
+

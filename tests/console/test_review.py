@@ -129,3 +129,40 @@ def test_a_proposal_of_another_organization_is_a_404(cast, proposal):
     assert response.status_code == 404
     proposal.refresh_from_db()
     assert proposal.state == "open"
+
+
+def test_administrators_set_the_proposal_policy_audited(cast, proposal):
+    lead = client_for(cast.lead)
+    refused = lead.post(url(cast) + "policy", {"scope_id": cast.repo.scope.public_id,
+                                               "policy": "auto-accept"})
+    assert refused.status_code == 403
+    assert client_for(cast.viewer).post(url(cast) + "policy", {
+        "scope_id": cast.repo.scope.public_id, "policy": "auto-accept"}).status_code == 403
+    assert client_for(cast.stranger).post(url(cast) + "policy", {
+        "scope_id": cast.repo.scope.public_id, "policy": "auto-accept"}).status_code == 404
+    admin = client_for(cast.owner)
+    assert admin.post(url(cast) + "policy", {"scope_id": cast.repo.scope.public_id,
+                                             "policy": "sometimes"}).status_code == 400
+    response = admin.post(url(cast) + "policy", {"scope_id": cast.repo.scope.public_id,
+                                                 "policy": "auto-accept"})
+    assert response.status_code == 302
+    cast.repo.refresh_from_db()
+    assert cast.repo.proposal_policy == "auto-accept"
+    assert AuditEvent.objects.filter(action="proposal.policy", object_id=cast.repo.public_id,
+                                     actor=cast.owner).exists()
+    foreign = admin.post(url(cast) + "policy", {"scope_id": cast.other_org.scope.public_id,
+                                                "policy": "auto-accept"})
+    assert foreign.status_code == 404
+
+
+def test_a_token_is_created_with_its_proposal_flags(cast):
+    admin = client_for(cast.owner)
+    response = admin.post(f"/o/{cast.org.slug}/tokens/", {
+        "name": "trusted-agent", "scopes": [cast.repo.scope.public_id],
+        "may_propose": "on", "auto_accept": "on"})
+    assert response.status_code == 201
+    token = cast.org.tokens.get(name="trusted-agent")
+    assert token.may_propose and token.auto_accept
+    assert "trusted" in response.content.decode()
+    created = AuditEvent.objects.get(action="token.create", object_id=token.public_id)
+    assert created.after["may_propose"] is True and created.after["auto_accept"] is True

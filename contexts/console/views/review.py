@@ -15,7 +15,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
-from accounts.models import Organization
+from accounts.models import Organization, ProposalPolicy
 from contexts.console.querysets import visible
 from contexts.console.views.common import get_org, org_context
 from contexts.console.views.members import call
@@ -47,6 +47,8 @@ def _page(request: HttpRequest, org: Organization, *, error: str = "", failed: s
     return render(request, "console/review.html", {
         **org_context(request, org, "review"), "rows": rows, "state": state,
         "states": STATES, "error": error, "failed": failed,
+        "policies": [(obj, can) for obj, can in usecase.policies(request.user, org)],
+        "policy_choices": ProposalPolicy.choices,
     }, status=status)
 
 
@@ -96,3 +98,19 @@ def merge(request: HttpRequest, slug: str, proposal_id: str) -> HttpResponse:
                 lambda p: usecase.merge(request.user, p, into, body=_text(request, "body") or "",
                                         title=_text(request, "title")),
                 "Merged “{title}” into the existing fragment.")
+
+
+@login_required
+@require_POST
+def policy(request: HttpRequest, slug: str) -> HttpResponse:
+    """Set the proposal policy of the organization or a repository (administrators)."""
+    org = _reviewer_org(request, slug)
+    try:
+        obj = call(usecase.set_policy, request.user, org, request.POST.get("scope_id", ""),
+                   request.POST.get("policy", ""))
+    except InvalidOperation as exc:
+        return _page(request, org, error=f"Policy: {exc}", status=400)
+    name = obj.slug
+    messages.success(request, f"Proposals for {name}: {obj.get_proposal_policy_display()}.")
+    return redirect("console:review", slug=org.slug)
+

@@ -45,7 +45,9 @@ def tokens(request: HttpRequest, slug: str) -> HttpResponse:
             chosen = [s for s in scopes if s.public_id in form.cleaned_data["scopes"]]
             created, raw = create_token(org, form.cleaned_data["name"], chosen,
                                         created_by=request.user,
-                                        expires_in_days=form.cleaned_data["expires_in_days"])
+                                        expires_in_days=form.cleaned_data["expires_in_days"],
+                                        may_propose=form.cleaned_data["may_propose"],
+                                        auto_accept=form.cleaned_data["auto_accept"])
             form = TokenForm(scopes=scopes)
             status = 201
         else:
