@@ -11,6 +11,10 @@ import contracts in ``pyproject.toml``).
 - :mod:`~contexts.usecases.retrieval` — plan and run a retrieval, the empty answer's hint;
 - :mod:`~contexts.usecases.fragments` — an agent's fragment write and its feedback; a
   person's write from the console ("New fragment") and its near-duplicate check;
+- :mod:`~contexts.usecases.agent_sessions` — a session opened by an agent's first write that
+  names a new ``session_id``, bounded per token, expiring when idle;
+- :mod:`~contexts.usecases.proposals` — agents' proposals (promote a session fragment, a new
+  repository fragment) and their review: approve, reject, merge, auto-accept, the policy;
 - :mod:`~contexts.usecases.ingestion` — submitting a source (a server path or uploads) as an
   ingestion job and queueing it;
 - :mod:`~contexts.usecases.stored_secrets` — the operator's re-screening of stored text for
