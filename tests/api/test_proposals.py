@@ -265,3 +265,57 @@ def test_proposed_text_is_screened_for_secrets(api, cast):
     assert not Proposal.objects.filter(body__contains=key).exists()
 
 
+
+
+def _race(cast, session_ids: list[str]) -> list:
+    """First writes of ``session_ids`` at once, each in its own thread and connection:
+    (session_id, the fragment's scope id or the exception), in completion order."""
+    import threading
+
+    from django.db import connection
+
+    from contexts.usecases.fragments import WriteFragment, write_fragment
+    from contexts.usecases.retrieval import ScopeRef
+
+    barrier = threading.Barrier(len(session_ids))
+    results: list = []
+
+    def first_write(session_id: str, n: int) -> None:
+        try:
+            barrier.wait()
+            fragment = write_fragment(cast.token, WriteFragment(
+                scope=ScopeRef(org_id="acme", repo_id="web", session_id=session_id),
+                body=f"note {n}"))
+            results.append((session_id, fragment.scope_id))
+        except Exception as exc:  # noqa: BLE001 - collected for the assertions
+            results.append((session_id, exc))
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=first_write, args=(sid, n))
+               for n, sid in enumerate(session_ids)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return results
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_first_writes_with_one_new_session_id_open_one_session(cast):
+    results = _race(cast, ["RACE-1"] * 4)
+    assert Session.objects.filter(org=cast.org, external_id="RACE-1").count() == 1
+    scopes = {scope for _, scope in results}
+    assert len(results) == 4 and len(scopes) == 1 and not isinstance(scopes.pop(), Exception)
+    assert Fragment.objects.filter(scope__public_id=Session.objects.get(
+        external_id="RACE-1").public_id).count() == 4
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_openings_cannot_pass_the_bound_together(cast, settings):
+    settings.CONTEXTS_SESSIONS_PER_TOKEN = 2
+    results = _race(cast, ["B-1", "B-2", "B-3", "B-4"])
+    assert Session.objects.filter(opened_by=cast.token).count() == 2
+    refused = [r for _, r in results if isinstance(r, Exception)]
+    assert len(refused) == 2
+    assert all(getattr(r, "field", None) == "scope.session_id" for r in refused)
