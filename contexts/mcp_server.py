@@ -123,7 +123,9 @@ class RetrievalScope(BaseModel):
 class SessionScope(RetrievalScope):
     """The session to write into (agents write into sessions only)."""
 
-    session_id: Annotated[str, Field(description="session public id or external id")]
+    session_id: Annotated[str, Field(
+        description="session public id or external id; a new external id (such as an issue "
+                    "key) with repo_id opens that session on this first write")]
 
 
 def _choices(serializer: type, field: str) -> list[str]:
