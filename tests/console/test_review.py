@@ -166,3 +166,13 @@ def test_a_token_is_created_with_its_proposal_flags(cast):
     assert "trusted" in response.content.decode()
     created = AuditEvent.objects.get(action="token.create", object_id=token.public_id)
     assert created.after["may_propose"] is True and created.after["auto_accept"] is True
+
+
+def test_the_sessions_page_names_the_token_that_opened_a_session(cast):
+    from contexts.usecases.fragments import WriteFragment, write_fragment
+    from contexts.usecases.retrieval import ScopeRef
+
+    write_fragment(cast.token, WriteFragment(
+        scope=ScopeRef(org_id="acme", repo_id="web", session_id="PROJ-55"), body="a note"))
+    html = client_for(cast.owner).get(f"/o/{cast.org.slug}/sessions/").content.decode()
+    assert "PROJ-55" in html and "opened by ci-agent" in html

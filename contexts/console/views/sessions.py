@@ -33,7 +33,8 @@ def _page(request: HttpRequest, org: Organization, *, error: str = "",
     seen = visible(request)
     state = request.GET.get("state", "")
     state = state if state in usecase.STATES else ""
-    found = usecase.in_state(usecase.with_last_write(seen.sessions(org)), state)
+    found = usecase.in_state(usecase.with_last_write(
+        seen.sessions(org).select_related("opened_by", "repository")), state)
     page = paginate(request, found.order_by("-created_at", "-pk"))
     rows = [{"session": s, "can_manage": seen.may("administer", s.scope)} for s in page]
     return render(request, "console/sessions.html", {
