@@ -100,7 +100,21 @@ class DigitsConverter(_Converter):
     regex = DIGITS
 
 
-CONVERTERS = {"pid": PublicIdConverter, "signed": SignedConverter, "digits": DigitsConverter}
+class UsernameConverter(_Converter):
+    """What Django's username validator accepts (letters, digits and ``@ . + - _``): a control
+    character or NUL never reaches a view, it is "not found"."""
+
+    regex = r"[\w.@+-]{1,150}"
+
+
+class UrlSafeConverter(_Converter):
+    """A URL-safe base64 value or token (Django's set-password link: ``<uidb64>/<token>``)."""
+
+    regex = r"[0-9A-Za-z_-]{1,200}"
+
+
+CONVERTERS = {"pid": PublicIdConverter, "signed": SignedConverter, "digits": DigitsConverter,
+              "username": UsernameConverter, "urlsafe": UrlSafeConverter}
 
 
 def register_converters() -> None:
