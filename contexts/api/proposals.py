@@ -43,7 +43,10 @@ def propose_view(request: Request, fragment_id: str) -> Response:
 @extend_schema(methods=["POST"], summary="Propose a new repository fragment "
                "(tokens that allow proposals)", request=ProposeNewSerializer,
                responses={201: ProposalSerializer, **errors(*BODY, *AUTH, 429)})
-@extend_schema(methods=["GET"], summary="Your proposals, newest first (at most 100)",
+# Named: drf-spectacular would derive "proposals_retrieve" for both GET operations (a check
+# --deploy warning, which production treats as an error).
+@extend_schema(methods=["GET"], operation_id="proposals_list",
+               summary="Your proposals, newest first (at most 100)",
                parameters=[ProposalListQuerySerializer],
                responses={200: ProposalListSerializer, **errors(400, *AUTH, 429)})
 @api_view(["GET", "POST"])
