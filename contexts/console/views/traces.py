@@ -12,12 +12,12 @@ from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_GET
 
 from accounts.models import ApiToken, Scope
+from contexts.console import identity
 from contexts.console.filters import TraceFilter
 from contexts.console.querysets import visible
 from contexts.console.rendering import render_page
 from contexts.console.scores import with_bars
 from contexts.console.views.common import get_org, org_context, paginate
-from contexts.models import SourcePointer
 from contexts.retrieval import degraded as degraded_legs
 
 
@@ -67,42 +67,6 @@ def drop_reason(candidate: dict, parameters: dict) -> str:
                            max_fragments=parameters.get("max_fragments"))
 
 
-def _part(anchor: str) -> tuple[str, int]:
-    """An anchor's base and part number (``a#3`` → ``("a", 3)``, ``packing.unique_anchors``)."""
-    base, _, number = anchor.rpartition("#")
-    return (base, int(number)) if base and number.isdigit() else (anchor, 1)
-
-
-def identities(fragments) -> dict[str, dict]:
-    """public id → title, source path with lines, part number and heading of each fragment
-    (its first source pointer), in two statements."""
-    found = {f.pk: {"title": f.title, "heading": " › ".join(f.heading_path), "symbol": f.symbol,
-                    "kind": f.get_kind_display(), "status": f.status, "public_id": f.public_id}
-             for f in fragments.only("pk", "public_id", "title", "heading_path", "symbol",
-                                     "kind", "status")}
-    pointers = (SourcePointer.objects.filter(fragment_id__in=found)
-                .select_related("document").order_by("fragment_id", "document__path", "id"))
-    first: dict[int, SourcePointer] = {}
-    for pointer in pointers:
-        first.setdefault(pointer.fragment_id, pointer)
-    parts: dict[tuple[int, str], int] = {}
-    for document_id, anchor in (SourcePointer.objects
-                                .filter(document_id__in={p.document_id for p in first.values()})
-                                .values_list("document_id", "anchor")):
-        key = (document_id, _part(anchor)[0])
-        parts[key] = parts.get(key, 0) + 1
-    for pk, pointer in first.items():
-        base, number = _part(pointer.anchor)
-        lines = ""
-        if pointer.start_line:
-            lines = (f"{pointer.start_line}–{pointer.end_line}"
-                     if pointer.end_line and pointer.end_line != pointer.start_line
-                     else str(pointer.start_line))
-        found[pk].update(path=pointer.document.path, lines=lines, part=number,
-                         parts=parts.get((pointer.document_id, base), 1))
-    return {item["public_id"]: item for item in found.values()}
-
-
 @login_required
 @require_GET
 def trace_detail(request: HttpRequest, trace_id: str) -> HttpResponse:
@@ -120,10 +84,12 @@ def trace_detail(request: HttpRequest, trace_id: str) -> HttpResponse:
     shown = kept + list(page.object_list)
     # Bars are scaled over every candidate, so a page's bars compare with the others'.
     bars = {c["id"]: c["bars"] for c in with_bars(everyone)}
-    known = identities(seen.fragments().filter(public_id__in=[c["id"] for c in shown]))
+    # The fragments this user may read, named as every list names them (console.identity).
+    known = {f.public_id: f for f in identity.attach(
+        seen.fragments().filter(public_id__in=[c["id"] for c in shown]))}
     for candidate in shown:
         candidate["bars"] = bars[candidate["id"]]
-        candidate["identity"] = known.get(candidate["id"])
+        candidate["fragment"] = known.get(candidate["id"])
         candidate["was_returned"] = candidate["id"] in returned
         candidate["tokens"] = returned.get(candidate["id"], {}).get("tokens")
         if not candidate["was_returned"]:
