@@ -24,6 +24,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
@@ -69,10 +70,9 @@ def retrieve(request: RetrievalRequest, *, principal: Any = None, record_trace: 
     with retrieval_scope(request.scope_ids):
         given = inputs.read(request)
         rows = CandidateRows(request, wanted=given.pins)
-        not_retrievable: dict[str, int] = {}
-        ranked, degraded, sources = _collect(pending, rows, given, clock, not_retrievable)
+        legs = _collect(pending, rows, given, clock)
         with clock("fuse"):
-            candidates, fusion, adaptive_choice = _fuse(request, ranked, rows)
+            candidates, fusion, adaptive_choice = _fuse(request, legs.ranked, rows)
         with clock("rerank"):
             rerank(reranker, request, candidates, rows)
         with clock("compose"):
@@ -82,8 +82,8 @@ def retrieve(request: RetrievalRequest, *, principal: Any = None, record_trace: 
             packed = complete(compose.pack(candidates, rows.by_pk, request), rows)
     clock.timings["total"] = clock.since_start()
     result = RetrievalResult(packed, candidates, reranker.name, clock.timings, fusion,
-                             given.weights, degraded=degraded, adaptive=adaptive_choice,
-                             sources=sources, not_retrievable=not_retrievable)
+                             given.weights, degraded=legs.degraded, adaptive=adaptive_choice,
+                             sources=legs.sources, not_retrievable=legs.not_retrievable)
     _after_answer(request, result, rows, given, principal, record_trace, defer)
     return result
 
@@ -93,34 +93,42 @@ def _legs(request: RetrievalRequest, embedding: QueryEmbedding | None) -> list[L
     return [legs[name] for name in LEG_ORDER if name in request.legs]
 
 
+@dataclass
+class _LegAnswers:
+    """What the legs answered, by leg: their ranked hits (in LEG_ORDER); a code for a leg that
+    could not answer or answered from a source behind; what its source was (the lexical
+    index's mark); how many of its hits this request may not return."""
+
+    ranked: dict[str, Ranked] = field(default_factory=dict)
+    degraded: dict[str, str] = field(default_factory=dict)
+    sources: dict[str, dict] = field(default_factory=dict)
+    not_retrievable: dict[str, int] = field(default_factory=dict)
+
+
 def _collect(pending: dict[str, Pending], rows: CandidateRows, given: inputs.Inputs,
-             clock: _Clock, not_retrievable: dict[str, int]
-             ) -> tuple[dict[str, Ranked], dict[str, str], dict[str, dict]]:
-    """Each leg's ranked hits, lexical first (its statement reads the pins' rows along, while
-    the query vector is still on its way); leg → code for a leg that could not answer or
-    answered from a source behind; leg → what its source was (the lexical index's mark).
-    ``not_retrievable`` gets leg → how many of its hits this request may not return."""
-    ranked: dict[str, Ranked] = {}
-    degraded: dict[str, str] = {}
-    sources: dict[str, dict] = {}
+             clock: _Clock) -> _LegAnswers:
+    """Each leg's answer, lexical first (its statement reads the pins' rows along, while the
+    query vector is still on its way)."""
+    out = _LegAnswers()
     for name in reversed(LEG_ORDER):
         if name not in pending:
             continue
         try:
             collected = pending[name].collect(rows, given.generations)
         except LegUnavailable as exc:
-            degraded[name] = exc.code
+            out.degraded[name] = exc.code
             continue
-        ranked[name] = collected.ranked
+        out.ranked[name] = collected.ranked
         clock.timings.update(collected.timings)
         if collected.degraded:
-            degraded[name] = collected.degraded
+            out.degraded[name] = collected.degraded
         if collected.source is not None:
-            sources[name] = collected.source
+            out.sources[name] = collected.source
         if collected.not_retrievable:
-            not_retrievable[name] = collected.not_retrievable
+            out.not_retrievable[name] = collected.not_retrievable
     rows.read()  # the pins' rows, if no leg's statement read them
-    return {name: ranked[name] for name in LEG_ORDER if name in ranked}, degraded, sources
+    out.ranked = {name: out.ranked[name] for name in LEG_ORDER if name in out.ranked}
+    return out
 
 
 def _fuse(request: RetrievalRequest, ranked: dict[str, Ranked], rows: CandidateRows
