@@ -74,16 +74,18 @@ _ERROR = re.compile("|".join(f"(?:{shape})" for shape in _ERROR_SHAPES), re.MULT
 _QUOTED = re.compile(r"'[^'\n]{2,}'|\"[^\"\n]{2,}\"|`[^`\n]+`")
 
 
-def _is_identifier(token: str) -> bool:
+def _kind(token: str) -> tuple[bool, bool]:
+    """(looks like a code identifier, names a file path or module) — a path is an identifier."""
     token = token.strip(".:,;-")
-    return bool(_SNAKE.search(token) or _CAMEL.search(token) or _DOTTED.search(token)
-                or _PATH.search(token))
+    path = bool(_PATH.search(token) or _MODULE.match(token))
+    return path or bool(_SNAKE.search(token) or _CAMEL.search(token) or _DOTTED.search(token)), path
 
 
 def text_features(query: str) -> dict[str, float]:
     tokens = _WORD.findall(query)
-    identifiers = sum(1 for t in tokens if _is_identifier(t))
-    paths = sum(1 for t in tokens if _PATH.search(t) or _MODULE.match(t.strip(".:,;-")))
+    kinds = [_kind(t) for t in tokens]  # one pass: a pasted page has thousands of tokens
+    identifiers = sum(1 for identifier, _ in kinds if identifier)
+    paths = sum(1 for _, path in kinds if path)
     return {
         "identifier_share": identifiers / len(tokens) if tokens else 0.0,
         "error_like": 1.0 if _ERROR.search(query) else 0.0,
