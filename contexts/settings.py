@@ -485,6 +485,8 @@ GOVERNANCE_NEIGHBOURS = 10  # nearest neighbours examined per fragment in the ve
 # minutes without a write (each write moves its expiry on).
 CONTEXTS_SESSIONS_PER_TOKEN = env_int("CONTEXTS_SESSIONS_PER_TOKEN", 50)
 CONTEXTS_SESSION_IDLE_MINUTES = env_int("CONTEXTS_SESSION_IDLE_MINUTES", 24 * 60)
+# Open proposals one token may have waiting for review: a looping agent cannot flood the queue.
+CONTEXTS_PROPOSALS_PER_TOKEN = env_int("CONTEXTS_PROPOSALS_PER_TOKEN", 100)
 # Authority: PageRank over the citation graph.
 GOVERNANCE_PAGERANK_DAMPING = 0.85
 # Re-embedding on a model upgrade.

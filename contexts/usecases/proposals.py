@@ -27,6 +27,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
@@ -106,6 +107,15 @@ def _policy(proposal: Proposal) -> str:
 def _create(principal: Any, **fields: Any) -> Proposal:
     token = principal if isinstance(principal, ApiToken) else None
     with transaction.atomic():
+        if token is not None:
+            # Counted under the token's row lock, so concurrent proposals cannot pass together.
+            ApiToken.objects.select_for_update().filter(pk=token.pk).first()
+            limit = settings.CONTEXTS_PROPOSALS_PER_TOKEN
+            if Proposal.objects.filter(proposed_by=token,
+                                       state=ProposalState.OPEN).count() >= limit:
+                raise InvalidOperation(
+                    f"this token already has {limit} proposals waiting for review, the most it "
+                    "may have (CONTEXTS_PROPOSALS_PER_TOKEN)", field="proposal")
         proposal = Proposal.objects.create(
             proposed_by=token, proposed_by_user=principal_user(principal), **fields)
         audit.record(principal, "proposal.create", proposal, after=snapshot(proposal))

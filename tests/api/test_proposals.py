@@ -12,7 +12,7 @@ from rest_framework.test import APIClient
 from accounts.models import ProposalPolicy, Session
 from accounts.tokens import create_token
 from contexts.follower import reindex_fragments
-from contexts.models import AuditEvent, Fragment, Proposal
+from contexts.models import AuditEvent, Fragment, Proposal, ProposalState
 from contexts.usecases import proposals as usecase
 from tests.api.conftest import as_token
 from tests.api.test_retrieve import URL as RETRIEVE
@@ -198,6 +198,24 @@ def test_a_new_fragment_needs_a_token_that_allows_proposals(api, cast):
     assert response.json()["kind"] == "new" and response.json()["state"] == "open"
     # Stored as the proposal's text only: no fragment anywhere until approved.
     assert not Fragment.objects.filter(body__contains="pass a timeout").exists()
+
+
+def test_open_proposals_per_token_are_bounded(api, cast, settings):
+    """A looping agent cannot flood the review queue: past the bound each proposal is a 400
+    naming the field, hundreds of times over, and a decided one frees a place."""
+    settings.CONTEXTS_PROPOSALS_PER_TOKEN = 2
+    cast.token.may_propose = True
+    cast.token.save(update_fields=["may_propose"])
+    client = agent(api, cast)
+    first = new_proposal(client, body="one")
+    assert first.status_code == 201 and new_proposal(client, body="two").status_code == 201
+    for attempt in range(200):
+        refused = new_proposal(client, body=f"more {attempt}")
+        assert refused.status_code == 400, refused.content
+    assert refused.json()["error"]["field"] == "proposal"
+    assert Proposal.objects.filter(proposed_by=cast.token).count() == 2
+    Proposal.objects.filter(public_id=first.json()["id"]).update(state=ProposalState.REJECTED)
+    assert new_proposal(client, body="three").status_code == 201
 
 
 def test_a_viewer_cannot_propose_or_review(api, cast):
