@@ -41,15 +41,18 @@ def retrievable(request: RetrievalRequest) -> str:
     """The one rule for which fragment rows (alias ``f``) a request may return: its
     organization and scopes (row-level security draws the same line), a retrievable status,
     valid at ``as_of`` (now: not past its expiry). Parameters: :func:`retrievable_params`."""
-    sql = ("f.org_id = %(org)s AND f.scope_ids && %(scopes)s::int[] "
-           "AND f.status = ANY(%(statuses)s)")
+    return ("f.org_id = %(org)s AND f.scope_ids && %(scopes)s::int[] "
+            "AND f.status = ANY(%(statuses)s) AND " + valid(request))
+
+
+def valid(request: RetrievalRequest) -> str:
+    """The validity part of :func:`retrievable` (parameter ``as_of``), for counts that must
+    agree with it: valid at ``as_of``; without one, not past its expiry."""
     if request.as_of is not None:
-        sql += " AND f.valid_from <= %(as_of)s AND (f.valid_to IS NULL OR f.valid_to > %(as_of)s)"
-    else:
-        # An active fragment's valid_to is its expiry (set when it was written, e.g. in the
-        # console): once passed it is no longer returned. Superseded ones keep theirs.
-        sql += " AND (f.valid_to IS NULL OR f.valid_to > now() OR f.status <> 'active')"
-    return sql
+        return "f.valid_from <= %(as_of)s AND (f.valid_to IS NULL OR f.valid_to > %(as_of)s)"
+    # An active fragment's valid_to is its expiry (set when it was written, e.g. in the
+    # console): once passed it is no longer returned. Superseded ones keep theirs.
+    return "(f.valid_to IS NULL OR f.valid_to > now() OR f.status <> 'active')"
 
 
 def retrievable_params(request: RetrievalRequest) -> dict:

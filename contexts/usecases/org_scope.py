@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 from django.db import connection
 
 from accounts.scopes import Readable, retrieval_scopes
-from contexts.retrieval.rows import statuses
+from contexts.retrieval.rows import statuses, valid
 from contexts.retrieval.types import RetrievalRequest
 from contexts.services.rls import pg_int_array, retrieval_scope
 
@@ -70,12 +70,9 @@ def _counts(request: RetrievalRequest, readable: Collection[int], wider: Collect
     params = {"org": request.org_id, "here": pg_int_array(request.scope_ids),
               "wider": pg_int_array(wider), "readable": pg_int_array(readable),
               "statuses": list(statuses(request))}
-    sql = _COUNT_SQL
-    if request.as_of is not None:
-        sql += " AND f.valid_from <= %(as_of)s AND (f.valid_to IS NULL OR f.valid_to > %(as_of)s)"
-        params["as_of"] = request.as_of
-    else:  # as retrieval counts them (contexts.retrieval.rows.retrievable): not past expiry
-        sql += " AND (f.valid_to IS NULL OR f.valid_to > now() OR f.status <> 'active')"
+    # Valid as retrieval's own rule has it (contexts.retrieval.rows.retrievable).
+    sql = _COUNT_SQL + " AND " + valid(request)
+    params["as_of"] = request.as_of
     # Row-level security for the readable set: the backstop holds for this count too.
     with retrieval_scope(readable, iterative_scan=False), connection.cursor() as cursor:
         cursor.execute(sql, params)
