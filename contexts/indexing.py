@@ -22,12 +22,20 @@ from django.utils import timezone
 
 from accounts.models import Organization
 from contexts.embedder import Embedder, load_embedder, resolve_model
-from contexts.models import Embedding, EmbeddingGeneration, Fragment, FragmentStatus, VectorCache
+from contexts.models import (
+    Embedding,
+    EmbeddingGeneration,
+    Fragment,
+    FragmentStatus,
+    Namespace,
+    VectorCache,
+)
 from contexts.models.embeddings import GenerationState
 from contexts.search import (
     LexicalDoc,
     LexicalIndex,
     identifiers_from_text,
+    message_literals,
 )
 
 logger = logging.getLogger(__name__)
@@ -195,6 +203,7 @@ def lexical_doc(fragment: Fragment, source_paths: Iterable[str] = ()) -> Lexical
         identifiers=identifiers_from_text(f"{' '.join(symbols)} {fragment.body}"),
         symbols=" ".join(symbols),
         paths=" ".join(paths),
+        messages=message_literals(fragment.body) if fragment.namespace == Namespace.CODE else "",
     )
 
 

@@ -406,6 +406,7 @@ RETRIEVAL = {
         "symbols": float(env_str("CONTEXTS_BM25_SYMBOL_BOOST", "2.0")),
         "paths": float(env_str("CONTEXTS_BM25_PATH_BOOST", "2.0")),
         "phrases": float(env_str("CONTEXTS_BM25_PHRASE_BOOST", "1.0")),
+        "messages": float(env_str("CONTEXTS_BM25_MESSAGE_BOOST", "2.0")),
     },
     # Where the query's forward pass runs: "process" (a child per web process, in parallel
     # with the request's own work) or "thread". See contexts/retrieval/query_encoder.py.

@@ -14,6 +14,7 @@ from contexts.models.fragments import (
     FragmentStatus,
     FragmentVersion,
     Link,
+    Namespace,
     Pin,
 )
 from contexts.models.governance import Nudge
@@ -51,6 +52,7 @@ __all__ = [
     "IngestionJob",
     "JobState",
     "Link",
+    "Namespace",
     "Nudge",
     "Pin",
     "Proposal",

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from contexts.search import EXCEPTION_HEAD
+from contexts.search import looks_like_error
 
 MODEL_PATH = Path(__file__).with_name("fusion_model.json")
 
@@ -56,21 +56,6 @@ _PATH = re.compile(r"\w/\w|\.(py|js|ts|go|rs|java|md|txt|toml|yaml|json)\b")
 # A dotted module name: lowercase parts of two characters or more (`contexts.services.rls`), not
 # a qualified identifier (`QuerySet.bulk_create`) or an abbreviation (`e.g`).
 _MODULE = re.compile(r"^[a-z_][a-z0-9_]+(?:\.[a-z_][a-z0-9_]+)+$")
-# What marks a pasted error, stack or log line. Case matters: "ERROR" and "InvalidOperation:"
-# are machine output, "error" and "Invalid:" in a question are not. The shapes, one per line:
-_ERROR_SHAPES = (
-    r'Traceback \(most recent call last\)|File "[^"]+", line \d+',          # Python stacks
-    EXCEPTION_HEAD.pattern,  # `InvalidOperation: …`, `django.core.signing.BadSignature: …`
-    r"\b[A-Z]\w*(?:Error|Exception|Warning|Denied|Refused|NotFound|Unavailable)\b\s*[:(]",
-    # A log level opening a line, after a timestamp or in brackets: `ERROR …`, `[WARNING] …`.
-    r"^[\s\d:,.T+-]*\[?(?:ERROR|WARNING|WARN|CRITICAL|FATAL|INFO|DEBUG)\b[\s:\]]",
-    r"\b\d{4}-\d\d-\d\d[ T]\d\d:\d\d(?::\d\d)?",                             # log timestamps
-    r'\{\s*"(?:error|errors|detail)"\s*:',                                 # JSON error bodies
-    r"^\s*(?:HTTP/[\d.]+ )?[45]\d\d [A-Z][a-z]+",                        # HTTP status lines
-    r"(?i:\b(?:error|fatal|panic)\s*[:\[]|\bexit (?:code|status) \d+|\berrno\b)",
-    r"\b[EW]\d{3,4}\b",                                                     # linter codes
-)
-_ERROR = re.compile("|".join(f"(?:{shape})" for shape in _ERROR_SHAPES), re.MULTILINE)
 _QUOTED = re.compile(r"'[^'\n]{2,}'|\"[^\"\n]{2,}\"|`[^`\n]+`")
 
 
@@ -88,7 +73,7 @@ def text_features(query: str) -> dict[str, float]:
     paths = sum(1 for _, path in kinds if path)
     return {
         "identifier_share": identifiers / len(tokens) if tokens else 0.0,
-        "error_like": 1.0 if _ERROR.search(query) else 0.0,
+        "error_like": 1.0 if looks_like_error(query) else 0.0,
         "log_terms": math.log1p(len(tokens)),
         "quoted": 1.0 if _QUOTED.search(query) else 0.0,
         "path_share": paths / len(tokens) if tokens else 0.0,

@@ -12,16 +12,17 @@ from ._backend import (
     identifiers_from_text,
 )
 from ._schema import IndexSchemaMismatch, IndexUnavailable, open_index
-from ._terms import EXCEPTION_HEAD
+from ._terms import looks_like_error, message_literals
 
 __all__ = [
     "DEFAULT_FIELD_BOOSTS",
-    "EXCEPTION_HEAD",
     "IndexLockBusy",
     "IndexSchemaMismatch",
     "IndexUnavailable",
     "LexicalDoc",
     "LexicalIndex",
     "identifiers_from_text",
+    "looks_like_error",
+    "message_literals",
     "open_index",
 ]

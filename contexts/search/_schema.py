@@ -60,15 +60,19 @@ TEXT_TERMS = "text_terms"
 TEXT_LENGTH = "text_length"
 SYMBOLS = "symbols"
 PATHS = "paths"
+# The run-time messages of a code fragment, its one-line string literals with placeholders
+# removed (`_terms.message_literals`): queried only for a pasted error's words, so the code that
+# says a message outranks pages that merely share its words.
+MESSAGES = "messages"
 
 # Query clauses whose weight `field_boosts` sets ("phrases": pasted messages matched as phrases
 # on the text field).
 PHRASES = "phrases"
-BOOSTABLE: tuple[str, ...] = (TEXT, IDENTIFIERS, SYMBOLS, PATHS, PHRASES)
+BOOSTABLE: tuple[str, ...] = (TEXT, IDENTIFIERS, SYMBOLS, PATHS, PHRASES, MESSAGES)
 
 # Bumped whenever the schema or an analyzer changes what is indexed: an index on disk built by
 # another version is rebuilt from PostgreSQL (`rebuild_index`, and `runstack` at start).
-SCHEMA_VERSION = 4  # 3: the unused `org` field dropped; 4: text term counts and length
+SCHEMA_VERSION = 5  # 3: the unused `org` field dropped; 4: text term counts and length; 5: messages
 VERSION_FILE = "contexts-schema-version"
 
 
@@ -108,6 +112,8 @@ def build_schema() -> tantivy.Schema:
     builder.add_text_field(TEXT, stored=False, tokenizer_name=TEXT_TOKENIZER)
     builder.add_bytes_field(TEXT_TERMS, stored=True, indexed=False)
     builder.add_unsigned_field(TEXT_LENGTH, fast=True, indexed=False)
+    builder.add_text_field(MESSAGES, stored=False, tokenizer_name=TEXT_TOKENIZER,
+                           index_option="freq")
     # Freqs but no positions: identifiers are matched term by term, never as phrases.
     for field in (IDENTIFIERS, SYMBOLS, PATHS):
         builder.add_text_field(

@@ -177,6 +177,29 @@ EXCEPTION_HEAD = re.compile(
     r"(?::\s|\()", re.MULTILINE)
 
 
+# What marks a pasted error, stack or log line. Case matters: "ERROR" and "InvalidOperation:"
+# are machine output, "error" and "Invalid:" in a question are not. The shapes, one per line:
+_ERROR_SHAPES = (
+    r'Traceback \(most recent call last\)|File "[^"]+", line \d+',          # Python stacks
+    EXCEPTION_HEAD.pattern,  # `InvalidOperation: …`, `django.core.signing.BadSignature: …`
+    r"\b[A-Z]\w*(?:Error|Exception|Warning|Denied|Refused|NotFound|Unavailable)\b\s*[:(]",
+    # A log level opening a line, after a timestamp or in brackets: `ERROR …`, `[WARNING] …`.
+    r"^[\s\d:,.T+-]*\[?(?:ERROR|WARNING|WARN|CRITICAL|FATAL|INFO|DEBUG)\b[\s:\]]",
+    r"\b\d{4}-\d\d-\d\d[ T]\d\d:\d\d(?::\d\d)?",                             # log timestamps
+    r'\{\s*"(?:error|errors|detail)"\s*:',                                 # JSON error bodies
+    r"^\s*(?:HTTP/[\d.]+ )?[45]\d\d [A-Z][a-z]+",                        # HTTP status lines
+    r"(?i:\b(?:error|fatal|panic)\s*[:\[]|\bexit (?:code|status) \d+|\berrno\b)",
+    r"\b[EW]\d{3,4}\b",                                                     # linter codes
+)
+_ERROR = re.compile("|".join(f"(?:{shape})" for shape in _ERROR_SHAPES), re.MULTILINE)
+
+
+def looks_like_error(query: str) -> bool:
+    """Whether the query is (or holds) a pasted error, stack or log line: the one rule for the
+    lexical leg's message clauses and the fusion's `error_like` feature."""
+    return _ERROR.search(query) is not None
+
+
 def raised_types(query: str) -> set[str]:
     """Canonical identifier terms of the exception names heading the query's lines. They say
     what was raised, not where: the place that raises the message is the answer, so the
@@ -244,3 +267,31 @@ def _keep_phrase(result: AnalyzedQuery, run: list[tuple[int, str]],
     if phrase not in seen:
         seen.add(phrase)
         result.phrases.append(list(phrase))
+
+
+# -- messages in code -----------------------------------------------------------------------------
+
+# A one-line string literal of code: Python (with its prefixes), JavaScript/TypeScript (template
+# literals too), Go, Rust, Java. Triple-quoted strings are docstrings, prose about the code rather
+# than what it says at run time, and are left out; a literal cannot span lines, so an apostrophe
+# inside a word (`owner's`) opens or closes none.
+_LITERAL = re.compile(
+    r"""(?<![\w'"])[rbfuRBFU]{0,2}"""
+    r"""(?:"((?:[^"\\\n]|\\.)*)"|'((?:[^'\\\n]|\\.)*)'|`([^`\n]*)`)(?![\w'"])""")
+# Placeholders of format strings (`{name!r}`, `${value}`, `%(field)s`, `%d`): the part that differs
+# from one run to the next, not the message.
+_PLACEHOLDER = re.compile(r"\$?\{[^{}]*\}|%\(\w+\)[sdrf]|%[sdrfi]")
+
+
+def message_literals(code: str) -> str:
+    """The run-time messages a code fragment holds: its one-line string literals with a space in
+    them (a message, not a key or a name), placeholders removed, one per line. Indexed on their
+    own field, so a pasted error finds the code that says it even when the values filled into its
+    placeholders break the phrase (`--queries must be at least 1, not 0`)."""
+    messages = []
+    for match in _LITERAL.finditer(code):
+        literal = next(group for group in match.groups() if group is not None)
+        literal = _PLACEHOLDER.sub(" ", literal)
+        if " " in literal.strip():
+            messages.append(literal.strip())
+    return "\n".join(messages)
