@@ -1,6 +1,14 @@
 from django.urls import path
 
-from contexts.api import fragments, jobs, proposals, retrieve, views
+from contexts.api import (
+    fragments,
+    jobs,
+    proposals,
+    retrieve,
+    urls_portability,
+    urls_sources,
+    views,
+)
 
 app_name = "api"
 
@@ -16,4 +24,6 @@ urlpatterns = [
     path("traces/<pid:trace_id>", fragments.trace_view, name="trace"),
     path("sources", jobs.upload_sources, name="sources"),
     path("jobs/<pid:job_id>", jobs.job_detail, name="job-detail"),
+    *urls_sources.urlpatterns,
+    *urls_portability.urlpatterns,
 ]

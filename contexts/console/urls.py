@@ -1,7 +1,13 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from contexts.console import urls_people, urls_review, urls_write
+from contexts.console import (
+    urls_people,
+    urls_portability,
+    urls_review,
+    urls_sources,
+    urls_write,
+)
 from contexts.console.views import (
     fragment_detail,
     fragments,
@@ -65,4 +71,7 @@ urlpatterns = [
     *urls_write.urlpatterns,
     *urls_people.urlpatterns,
     *urls_review.urlpatterns,
+    # Sources Contexts follows, and exporting an organization.
+    *urls_sources.urlpatterns,
+    *urls_portability.urlpatterns,
 ]
