@@ -442,6 +442,14 @@ INGEST_MAX_FILE_BYTES = env_int("CONTEXTS_INGEST_MAX_FILE_BYTES", 1_000_000)
 # may (the CLI is unaffected). See contexts/ingestion/server_paths.py.
 INGEST_ROOTS = env_list("CONTEXTS_INGEST_ROOTS")
 INGEST_EMBED_BATCH_CHUNKS = env_int("CONTEXTS_INGEST_BATCH", 256)
+# A documentation export uploaded as a zip (contexts/ingestion/archives.py) is refused, before
+# anything is written, past these bounds: the upload itself and its members together
+# uncompressed at most ARCHIVE_MAX_BYTES, at most ARCHIVE_MAX_FILES members, and no member over
+# 64 KiB (nor the whole over 1 MiB) expanding more than ARCHIVE_MAX_RATIO times its compressed
+# size — text compresses 3-20x; a zip bomb a thousand times and more.
+ARCHIVE_MAX_BYTES = env_int("CONTEXTS_ARCHIVE_MAX_BYTES", 100_000_000)
+ARCHIVE_MAX_FILES = env_int("CONTEXTS_ARCHIVE_MAX_FILES", 5_000)
+ARCHIVE_MAX_RATIO = env_int("CONTEXTS_ARCHIVE_MAX_RATIO", 100)
 # What a write with a detected secret becomes (contexts/services/secrets.py, ADR 0016):
 # "redact" stores it with the secret replaced by a typed placeholder, "refuse" does not store it.
 SECRET_POLICY = env_str("CONTEXTS_SECRET_POLICY", "redact").strip().lower()
