@@ -23,9 +23,11 @@ from django.utils import timezone
 
 from accounts.models import Scope
 from accounts.permissions import may, principal_user
+from contexts.compression import packed_tokens
 from contexts.models import (
     Context,
     Fragment,
+    FragmentContext,
     FragmentKind,
     FragmentStatus,
     FragmentVersion,
@@ -628,3 +630,35 @@ def store_authority(scores: dict[int, float]) -> int:
     with transaction.atomic():
         Fragment.objects.bulk_update(changed, ["authority"], batch_size=1000)
     return len(changed)
+
+
+@transaction.atomic
+def restore_fragments(principal: Any, org_scope: Scope, fragments: list[Fragment],
+                      versions: list[FragmentVersion], *,
+                      in_contexts: Iterable[tuple[Fragment, Context]] = (),
+                      supersessions: Iterable[tuple[Fragment, Fragment]] = ()) -> list[Fragment]:
+    """Write an organization's fragments as an archive holds them (``manage.py import_org``,
+    ``contexts.services.portability``): each with its every version, status and supersession
+    as they were, not as new edits — so no version or audit event is added here (the archive
+    carries the history and its audit trail). The change feed records each one as created and
+    the receivers embed it, unless the caller does (:func:`indexing_handled_by_caller`)."""
+    require(principal, "administer", org_scope)
+    memberships = list(in_contexts)
+    scopes: dict[int, set[int]] = {}
+    for fragment, context in memberships:
+        scopes.setdefault(id(fragment), set()).add(context.scope_id)
+    for fragment in fragments:
+        fragment.scope_ids = sorted({fragment.scope_id, *scopes.get(id(fragment), ())})
+        fragment.packed_tokens = packed_tokens(fragment.body, fragment.heading_path)
+    Fragment.objects.bulk_create(fragments, batch_size=500)
+    FragmentContext.objects.bulk_create(
+        [FragmentContext(org_id=org_scope.org_id, fragment=f, context=c)
+         for f, c in memberships], batch_size=500)
+    replaced = []
+    for old, new in supersessions:
+        old.superseded_by_id = new.pk
+        replaced.append(old)
+    Fragment.objects.bulk_update(replaced, ["superseded_by"], batch_size=500)
+    FragmentVersion.objects.bulk_create(versions, batch_size=500)
+    notify_changed([f.pk for f in fragments], ChangeKind.CREATE)
+    return fragments
