@@ -270,6 +270,12 @@ STORAGES = {
 # (a finished job's are deleted when it finishes).
 UPLOAD_RETENTION_HOURS = env_int("CONTEXTS_UPLOAD_RETENTION_HOURS", 168)
 MEDIA_ROOT = Path(env_str("MEDIA_ROOT", str(VAR_DIR / "media")))
+# Organization export and import (docs/export-format.md): exports per caller per hour over the
+# API, and what an import reads at most — the archive, one member and all members uncompressed.
+EXPORT_RATE = env_str("CONTEXTS_THROTTLE_EXPORT", "10/hour")
+IMPORT_MAX_BYTES = env_int("CONTEXTS_IMPORT_MAX_BYTES", 512 * 1024**2)
+IMPORT_MAX_MEMBER_BYTES = env_int("CONTEXTS_IMPORT_MAX_MEMBER_BYTES", 1024**3)
+IMPORT_MAX_TOTAL_BYTES = env_int("CONTEXTS_IMPORT_MAX_TOTAL_BYTES", 2 * 1024**3)
 
 # --- Security (production values come from the environment) -----------------------------------
 # Reverse proxies (addresses or CIDR networks) whose X-Forwarded-For names the client. Empty:
