@@ -308,7 +308,7 @@ class _ProseChunker:
     def _breadcrumb(self, path: tuple[str, ...]) -> str:
         title = self.doc.title or ""
         crumbs = path if (path and path[0] == title) or not title else (title, *path)
-        return " > ".join(crumbs)
+        return " > ".join((*self.doc.heading_prefix, *crumbs))
 
     def chunks(self, units: list[_Unit], chunker_version: str, plain: bool) -> list[Chunk]:
         drafts: list[Draft] = []
@@ -327,8 +327,10 @@ class _ProseChunker:
                 base = "/".join(slugify(name) for name in path) if path else PREAMBLE_ANCHOR
             title = path[-1] if path else (self.doc.title or self.doc.path)
             text = f"{self._breadcrumb(path)}\n\n{body.strip()}"
-            drafts.append((base, title, path, None, text, first.display_start + 1,
-                           last.end + 1))
+            # The document's place (heading_prefix) is not in the anchor: a page that moves
+            # keeps its fragments.
+            drafts.append((base, title, (*self.doc.heading_prefix, *path), None, text,
+                           first.display_start + 1, last.end + 1))
         return build_chunks(drafts, language=self.doc.language, namespace="prose",
                             chunker_version=chunker_version)
 

@@ -14,10 +14,11 @@ from django.utils import timezone
 
 from accounts.models import Repository
 from contexts.ingestion import server_paths
+from contexts.ingestion.doc_exports import from_uploads_with_archives
 from contexts.ingestion.git_tree import GitListingFailed
 from contexts.ingestion.pipeline import Ingestor, Stats, Target
 from contexts.ingestion.policy import PolicyError
-from contexts.ingestion.sources import Skipped, SourceFile, from_uploads, walk
+from contexts.ingestion.sources import Skipped, SourceFile, walk
 from contexts.models import IngestionJob, JobState
 from contexts.services import job_leases, uploads
 from contexts.services.job_leases import JOB_LOCK_SPACE
@@ -129,7 +130,8 @@ def _files(job: IngestionJob) -> list[SourceFile | Skipped]:
     if job.source_kind != "upload":
         return list(walk(Path(job.source), max_bytes=limit,
                          include_untracked=job.include_untracked))
-    files = list(from_uploads(uploads.read(job), max_bytes=limit))
+    # An uploaded zip (a documentation export) is expanded into its pages here.
+    files = list(from_uploads_with_archives(uploads.read(job), max_bytes=limit))
     if not files:
         raise UploadsMissing(
             "the job's uploaded files are gone (uploads of a job not finished within "

@@ -76,7 +76,11 @@ _HTML_COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
 _FENCE_OPEN = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 _ATX_H1 = re.compile(r"^ {0,3}# +(.+?)(?: +#+)?\s*$")
 _SETEXT_H1 = re.compile(r"^ {0,3}=+\s*$")
-_MD_LINK = re.compile(r"(?<!!)\[[^\]\n]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
+# A destination in angle brackets may hold spaces (CommonMark): ``[Deploy](<Run books/x.md>)``.
+_MD_LINK = re.compile(
+    r"(?<!!)\[[^\]\n]*\]\(\s*(?:<([^>\n]+)>|([^)\s>]+))(?:\s+\"[^\"]*\")?\s*\)")
+MAX_BREADCRUMBS = 20
+MAX_BREADCRUMB_CHARS = 200
 _MD_AUTOLINK = re.compile(r"<(https?://[^>\s]+)>")
 
 _LOCK_FILES: frozenset[str] = frozenset(
@@ -161,7 +165,20 @@ def normalize(path: str, raw: bytes | str) -> NormalizedDocument:
         kind=kind if kind in KINDS else None,
         title=_title(path, text, language, front_matter),
         links=_links(text, language, front_matter),
+        heading_prefix=_breadcrumbs(front_matter),
     )
+
+
+def _breadcrumbs(front_matter: dict[str, Any]) -> tuple[str, ...]:
+    """Front matter ``breadcrumbs``: the titles above this document (a wiki page's ancestors,
+    written by a documentation export's import), as one-line strings; anything else is
+    ignored."""
+    crumbs = front_matter.get("breadcrumbs")
+    if not isinstance(crumbs, list):
+        return ()
+    found = tuple(" ".join(str(crumb).split())[:MAX_BREADCRUMB_CHARS] for crumb in crumbs
+                  if isinstance(crumb, (str, int, float)) and str(crumb).strip())
+    return found[:MAX_BREADCRUMBS]
 
 
 def split_front_matter(text: str) -> tuple[dict[str, Any], str] | None:
@@ -358,7 +375,7 @@ def _links(text: str, language: str, front_matter: dict[str, Any]) -> tuple[str,
         for fenced, region in _iter_fence_regions(text):
             if fenced:
                 continue
-            found.extend(m.group(1) for m in _MD_LINK.finditer(region))
+            found.extend((m.group(1) or m.group(2)).strip() for m in _MD_LINK.finditer(region))
             found.extend(m.group(1) for m in _MD_AUTOLINK.finditer(region))
     seen: dict[str, None] = {}
     for link in found:

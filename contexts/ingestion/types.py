@@ -30,6 +30,9 @@ class NormalizedDocument:
     kind: str | None = None
     title: str | None = None
     links: tuple[str, ...] = ()
+    # Where the document sits in a larger hierarchy (a wiki page's ancestors: front matter
+    # ``breadcrumbs``); every prose chunk's heading path starts with it.
+    heading_prefix: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
