@@ -17,6 +17,7 @@ from rest_framework.response import Response
 
 from accounts.scopes import readable_scopes
 from contexts.api.schema import AUTH, BODY, errors
+from contexts.ingestion.archives import looks_like_zip
 from contexts.ingestion.sources import INGESTIBLE_SUFFIXES
 from contexts.models import IngestionJob
 from contexts.protocol.validation import StrictSerializer
@@ -66,12 +67,14 @@ class UploadSerializer(StrictSerializer):
             if name in seen:
                 raise ValidationError(f"{name}: two files of this name")
             seen.add(name)
-            if Path(name).suffix.lower() not in INGESTIBLE_SUFFIXES:
+            archive = looks_like_zip(name)  # a documentation export: docs/ingestion.md
+            if Path(name).suffix.lower() not in INGESTIBLE_SUFFIXES and not archive:
                 raise ValidationError(f"{name}: unsupported file type (use Markdown, text, "
-                                      "Python, JavaScript, TypeScript, Go, Java or Rust)")
-            if upload.size > settings.INGEST_MAX_FILE_BYTES:
-                raise ValidationError(f"{name}: larger than {settings.INGEST_MAX_FILE_BYTES} "
-                                      "bytes")
+                                      "Python, JavaScript, TypeScript, Go, Java, Rust or a "
+                                      "zip of documentation)")
+            limit = settings.ARCHIVE_MAX_BYTES if archive else settings.INGEST_MAX_FILE_BYTES
+            if upload.size > limit:
+                raise ValidationError(f"{name}: larger than {limit} bytes")
         return files
 
 

@@ -141,7 +141,8 @@ class ScopeChoiceForm(ConsoleForm):
 class UploadForm(ScopeChoiceForm):
     files = MultipleFileField(label="Files",
                               help_text="Markdown, text, Python, JavaScript, TypeScript, Go, "
-                                        "Java or Rust")
+                                        "Java or Rust; or a zip of documentation (a Confluence "
+                                        "space or Notion export, or plain Markdown/HTML)")
 
 
 class PathForm(ScopeChoiceForm):

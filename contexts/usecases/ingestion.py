@@ -13,12 +13,14 @@ import dataclasses
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 
 from accounts.models import Scope
 from accounts.permissions import SYSTEM, may, principal_user
 from accounts.scopes import readable_scopes
-from contexts.ingestion import server_paths
+from contexts.ingestion import doc_exports, server_paths
+from contexts.ingestion.archives import ArchiveRefused, looks_like_zip
 from contexts.ingestion.jobs import run_job
 from contexts.models import Context, IngestionJob
 from contexts.services import uploads
@@ -61,15 +63,19 @@ class UploadSources:
 
 
 def submit(principal: Any, command: SubmitSource, *, queue: bool = True) -> IngestionJob:
-    """Create the job (checked: the right to curate the scope, a server path's rules), store
-    its uploads, and queue it once the transaction commits. ``queue=False``: the caller runs
-    it with :func:`run_inline` instead (``manage.py ingest --inline``)."""
+    """Create the job (checked: the right to curate the scope, a server path's rules, an
+    uploaded archive's bounds and names), store its uploads, and queue it once the transaction
+    commits. ``queue=False``: the caller runs it with :func:`run_inline` instead
+    (``manage.py ingest --inline``)."""
     upload = command.files is not None
+    # Before the transaction: a refused archive leaves no job, no audit event, no stored file.
+    archives = check_archives(command.files) if upload else []
     with transaction.atomic():
         job = create_job(principal, command.scope, command.path,
                          source_kind="upload" if upload else "path", context=command.context,
                          owner=command.owner, created_by=command.created_by,
-                         include_untracked=command.include_untracked and not upload)
+                         include_untracked=command.include_untracked and not upload,
+                         archives=archives)
         if upload:
             save_uploads(job, command.files)
         if queue:
@@ -112,10 +118,12 @@ def submit_uploads(principal: Any, command: UploadSources) -> IngestionJob:
 
 def create_job(principal: Any, scope: Scope, source: str, *, source_kind: str = "path",
                context: Context | None = None, owner=None, created_by=None,
-               include_untracked: bool = False) -> IngestionJob:
+               include_untracked: bool = False,
+               archives: list[dict] | None = None) -> IngestionJob:
     """A queued job. A ``path`` source is checked by :mod:`~contexts.ingestion.server_paths`:
     any path for the operator (``SYSTEM``), superusers under the ingest roots otherwise. In a
-    git work tree it reads tracked files only, unless ``include_untracked``."""
+    git work tree it reads tracked files only, unless ``include_untracked``. ``archives``:
+    the uploaded documentation exports and their layouts, for the audit trail."""
     operator = principal is SYSTEM
     if source_kind == "path" and not operator:
         server_paths.require_path_right(principal)
@@ -132,11 +140,34 @@ def create_job(principal: Any, scope: Scope, source: str, *, source_kind: str = 
         source_kind=source_kind, owner=owner, created_by=created_by,
         include_untracked=include_untracked and source_kind == "path",
     )
-    record(principal, "job.create", job, org=job.org, after={
-        "scope": scope.public_id, "source_kind": source_kind,
-        "context": context.public_id if context is not None else None,
-        "include_untracked": job.include_untracked})
+    after = {"scope": scope.public_id, "source_kind": source_kind,
+             "context": context.public_id if context is not None else None,
+             "include_untracked": job.include_untracked}
+    if archives:
+        after["archives"] = archives
+    record(principal, "job.create", job, org=job.org, after=after)
     return job
+
+
+def check_archives(files: Iterable[Any]) -> list[dict]:
+    """Each uploaded zip (a documentation export) checked as the worker will read it
+    (:func:`contexts.ingestion.doc_exports.check`): its name, layout and page count. A refused
+    one is :class:`InvalidOperation` naming ``files`` and the reason."""
+    found = []
+    for upload in files:
+        name = uploads.file_name(upload.name)
+        if not looks_like_zip(name):
+            continue
+        upload.seek(0)
+        raw = upload.read()
+        upload.seek(0)
+        try:
+            plan = doc_exports.check(raw, max_bytes=settings.INGEST_MAX_FILE_BYTES)
+        except ArchiveRefused as exc:
+            raise InvalidOperation(f"{name}: archive refused: {exc}", field="files") from exc
+        found.append({"name": name, "layout": plan.layout, "pages": len(plan.pages),
+                      "skipped": len(plan.skipped)})
+    return found
 
 
 def save_uploads(job: IngestionJob, files: Iterable[Any]) -> None:

@@ -17,6 +17,7 @@ from contexts.console.querysets import visible
 from contexts.console.rendering import htmx_partial
 from contexts.console.views.common import get_org, org_context, paginate
 from contexts.ingestion import server_paths
+from contexts.ingestion.archives import looks_like_zip
 from contexts.ingestion.sources import INGESTIBLE_SUFFIXES
 from contexts.services.errors import InvalidOperation
 from contexts.usecases import ingestion
@@ -46,6 +47,7 @@ def _page(request: HttpRequest, org: Organization, *, upload_form=None, path_for
         "upload_form": upload_form or UploadForm(scopes=scopes),
         "path_form": path_form or (PathForm(scopes=scopes) if may_register_paths else None),
         "max_bytes": settings.INGEST_MAX_FILE_BYTES,
+        "archive_max_bytes": settings.ARCHIVE_MAX_BYTES,
     }, status=status)
 
 
@@ -69,10 +71,12 @@ def _upload_errors(files) -> list[str]:
         if name in seen:  # a job's files are keyed by name (contexts/services/uploads.py)
             errors.append(f"{name}: two files of this name")
         seen.add(name)
-        if Path(name).suffix.lower() not in INGESTIBLE_SUFFIXES:
+        archive = looks_like_zip(name)  # a documentation export: docs/ingestion.md
+        limit = settings.ARCHIVE_MAX_BYTES if archive else settings.INGEST_MAX_FILE_BYTES
+        if Path(name).suffix.lower() not in INGESTIBLE_SUFFIXES and not archive:
             errors.append(f"{name}: unsupported file type")
-        elif upload.size > settings.INGEST_MAX_FILE_BYTES:
-            errors.append(f"{name}: larger than {settings.INGEST_MAX_FILE_BYTES} bytes")
+        elif upload.size > limit:
+            errors.append(f"{name}: larger than {limit} bytes")
     return errors
 
 
@@ -90,8 +94,12 @@ def ingest_upload(request: HttpRequest, slug: str) -> HttpResponse:
         return _page(request, org, upload_form=form, status=400)
     scope = _chosen_scope(request, org, form.cleaned_data["scope"])
     # As POST /api/sources does: the job, then its files in the uploads storage, keyed by job.
-    job = ingestion.submit(request.user, SubmitSource(scope=scope, files=files,
-                                                      created_by=request.user))
+    try:
+        job = ingestion.submit(request.user, SubmitSource(scope=scope, files=files,
+                                                          created_by=request.user))
+    except InvalidOperation as exc:  # e.g. a refused archive: nothing was written
+        form.add_error("files" if exc.field == "files" else None, str(exc))
+        return _page(request, org, upload_form=form, status=400)
     messages.success(request, f"Job {job.public_id} queued with {len(files)} file(s).")
     return redirect("console:ingest", slug=org.slug)
 

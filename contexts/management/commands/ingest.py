@@ -1,13 +1,20 @@
-"""``manage.py ingest PATH --org SLUG [--repo SLUG] [--persona SLUG] [--context NAME]
-[--owner USERNAME] [--include-untracked] [--wait | --inline]``."""
+"""``manage.py ingest (PATH | --archive FILE.zip) --org SLUG [--repo SLUG] [--persona SLUG]
+[--context NAME] [--owner USERNAME] [--include-untracked] [--wait | --inline]``.
+
+``--archive``: a documentation export (Confluence space, Notion, or a plain zip of Markdown,
+HTML and text) uploaded as an upload job would be — checked, stored in the uploads storage and
+expanded by the worker (docs/ingestion.md, "Documentation exports")."""
 
 from __future__ import annotations
 
 import sys
 import time
 from collections import Counter
+from pathlib import Path
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.core.files.base import ContentFile
 from django.core.management.base import BaseCommand, CommandError
 
 from accounts.lookups import find_in_org, find_org
@@ -23,7 +30,10 @@ class Command(BaseCommand):
     help = "Ingest a directory, git checkout or file into an organization (as a Celery job)."
 
     def add_arguments(self, parser) -> None:
-        parser.add_argument("path")
+        parser.add_argument("path", nargs="?", default="")
+        parser.add_argument("--archive", metavar="FILE.zip",
+                            help="a zip of documentation (a Confluence space or Notion export, "
+                                 "or Markdown/HTML/text in folders) to upload instead of a path")
         parser.add_argument("--org", required=True)
         parser.add_argument("--repo")
         parser.add_argument("--persona")
@@ -42,7 +52,10 @@ class Command(BaseCommand):
 
     def handle(self, *args, path: str, org: str, repo: str | None, persona: str | None,
                context: str | None, owner: str | None, wait: bool, inline: bool,
-               include_untracked: bool = False, **options) -> None:
+               include_untracked: bool = False, archive: str | None = None,
+               **options) -> None:
+        if bool(path) == bool(archive):
+            raise CommandError("name a PATH to ingest or an --archive FILE.zip to upload")
         organization = find_org(org)
         if organization is None:
             raise CommandError(f"no organization {org!r}")
@@ -67,13 +80,17 @@ class Command(BaseCommand):
             owner_user = get_user_model().objects.filter(username=owner).first()
             if owner_user is None:
                 raise CommandError(f"no user {owner!r}")
-        command = SubmitSource(scope=scope, path=path, context=bundle, owner=owner_user,
-                               include_untracked=include_untracked)
+        if archive:
+            command = SubmitSource(scope=scope, files=[_archive_file(archive)], context=bundle,
+                                   owner=owner_user)
+        else:
+            command = SubmitSource(scope=scope, path=path, context=bundle, owner=owner_user,
+                                   include_untracked=include_untracked)
         try:
             job = ingestion.submit(SYSTEM, command, queue=not inline)
         except InvalidOperation as exc:
             raise CommandError(str(exc)) from exc
-        self.stdout.write(f"job {job.public_id}: ingesting {path} into {scope}")
+        self.stdout.write(f"job {job.public_id}: ingesting {path or archive} into {scope}")
         started = time.monotonic()
         if inline:
             job = ingestion.run_inline(job)
@@ -121,3 +138,17 @@ class Command(BaseCommand):
             failed = len(job.errors)
             raise CommandError(f"{failed} of {job.files_total} "
                                f"file{'s' if job.files_total != 1 else ''} failed to ingest")
+
+
+def _archive_file(name: str) -> ContentFile:
+    """The operator's zip, read whole (bounded: at most CONTEXTS_ARCHIVE_MAX_BYTES is read,
+    one byte more is refused as too large by the archive check)."""
+    path = Path(name)
+    if path.suffix.lower() != ".zip":
+        raise CommandError(f"--archive: {name}: not a .zip file")
+    try:
+        with path.open("rb") as file:
+            raw = file.read(settings.ARCHIVE_MAX_BYTES + 1)
+    except OSError as exc:
+        raise CommandError(f"--archive: {name}: {exc.strerror}") from exc
+    return ContentFile(raw, name=path.name)
