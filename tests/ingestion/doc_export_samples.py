@@ -96,7 +96,7 @@ def confluence_export(prose: Callable[..., str]) -> bytes:
         "ENG/Deploy-Guide_98765.html": confluence_page(
             "Deploy Guide", [home, ("Engineering Home", "Engineering-Home_65538.html"),
                              ("Runbooks", "Runbooks_65540.html")],
-            f"<p>{prose('deploy-intro', 40)}</p>"
+            f"<p>{prose('deploy-intro', 200)}</p>"
             f'<h2 id="DeployGuide-Canary">Canary</h2><p>{prose("canary", 260)}</p>'
             '<div class="code panel pdl"><div class="codeContent panelContent pdl">'
             '<pre class="syntaxhighlighter-pre">make deploy ENV=canary</pre></div></div>'
@@ -132,7 +132,7 @@ def notion_export(prose: Callable[..., str]) -> bytes:
                                 f"- [Deploy]({quoted(runbooks)}/{quoted(deploy)}.md)\n"
                                 f"- ![diagram]({quoted(runbooks)}/diagram.png)\n",
         f"{eng}/{runbooks}/{deploy}.md": (
-            f"# Deploy\n\nOwner: Jane Doe\nStatus: Current\n\n{prose('n-deploy', 40)}\n\n"
+            f"# Deploy\n\nOwner: Jane Doe\nStatus: Current\n\n{prose('n-deploy', 200)}\n\n"
             f"## Canary\n\n{prose('n-canary', 260)}\n\n## Rollback\n\n{prose('n-rollback', 260)}"
             f"\n\nBack to [Engineering](../../{quoted(eng)}.md).\n"),
         f"{eng}/{runbooks}/diagram.png": b"\x89PNG\r\n\x1a\n" + bytes(range(256)),
