@@ -1,0 +1,197 @@
+"""Exporting and importing an organization (issue 24): ``manage.py export_org`` /
+``import_org``, ``GET /api/orgs/{org}/export`` and the console's Export button.
+
+An export is for the organization's administrators (and the operator's CLI); it is audited
+(``org.export``). An import creates an organization, so it is the operator's (the CLI, or a
+superuser): it runs in one transaction — a refused or failing import writes nothing — and,
+waiting, embeds the fragments in that transaction and brings this node's lexical index up to
+date before returning, so the organization is searchable when it returns. Not waiting, the
+change feed and the worker's reindexing task do the same shortly after.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import shutil
+from pathlib import Path
+from typing import IO, Any
+
+from django.conf import settings
+from django.core.exceptions import ObjectDoesNotExist, ValidationError
+from django.db import DataError, IntegrityError, transaction
+
+from accounts.lookups import find_org
+from accounts.models import Organization
+from accounts.permissions import SYSTEM, may
+from contexts import follower, indexing
+from contexts.models import Context, Fragment, FragmentStatus
+from contexts.retrieval.pipeline import retrieve
+from contexts.retrieval.types import RetrievalRequest
+from contexts.services import audit
+from contexts.services import fragments as fragment_service
+from contexts.services.portability import (
+    ArchiveRefused,
+    Limits,
+    Restored,
+    export_organization,
+    read_archive,
+    restore,
+)
+from contexts.usecases.errors import NotVisible, Refused
+
+
+@dataclasses.dataclass(frozen=True)
+class ExportOrg:
+    org: str  # public id or slug
+
+
+@dataclasses.dataclass(frozen=True)
+class ImportOrg:
+    archive: Path
+    slug: str | None = None  # None: the archive's own slug
+    wait: bool = True        # embed and index before returning
+
+
+def exportable_org(principal: Any, command: ExportOrg) -> Organization:
+    """The organization, if the principal administers it: 404 for one it cannot see (another
+    organization's, or none), 403 for a member without the role."""
+    org = find_org(command.org) if command.org else None
+    if org is None or not may(principal, "view", org.scope):
+        raise NotVisible("no such organization")
+    if not may(principal, "administer", org.scope):
+        raise Refused("exporting an organization needs the admin role in it")
+    return org
+
+
+def export_org(principal: Any, command: ExportOrg, out: IO[bytes]) -> dict[str, int]:
+    """Write the organization's archive to ``out``; returns rows per file."""
+    org = exportable_org(principal, command)
+    counts = export_organization(org, out)
+    audit.record(principal, "org.export", org, org=org,
+                 after={"fragments": counts.get("fragments.jsonl", 0),
+                        "versions": counts.get("versions.jsonl", 0)})
+    return counts
+
+
+def _limits() -> Limits:
+    return Limits(archive_bytes=settings.IMPORT_MAX_BYTES,
+                  member_bytes=settings.IMPORT_MAX_MEMBER_BYTES,
+                  total_bytes=settings.IMPORT_MAX_TOTAL_BYTES)
+
+
+def import_org(principal: Any, command: ImportOrg) -> Restored:
+    """Restore an archive as a new organization; raises ``ArchiveRefused`` (a
+    ``InvalidOperation`` naming the field) having written nothing."""
+    if principal is not SYSTEM and not getattr(principal, "is_superuser", False):
+        raise Refused("importing an organization is for the instance's operator")
+    archive = read_archive(command.archive, _limits())
+    slug = command.slug or str(archive.manifest.get("organization", {}).get("slug") or "")
+    created: list[int] = []
+    try:
+        with transaction.atomic():
+            indexed = (fragment_service.indexing_handled_by_caller() if command.wait
+                       else contextlib.nullcontext())
+            with indexed:
+                restored = restore(archive, principal, slug, created=lambda o: created.append(
+                    o.pk))
+                if command.wait:
+                    _embed(restored.fragment_ids)
+            audit.record(principal, "org.import", restored.org, org=restored.org, after={
+                "slug": slug, "from": archive.manifest.get("organization"),
+                "exported_at": archive.manifest.get("exported_at"),
+                "fragments": restored.counts.get("fragments", 0),
+                "created_users": restored.created_users, "renamed_ids": restored.renamed})
+    except ArchiveRefused:
+        _forget_index(created)
+        raise
+    except (IntegrityError, DataError, ValidationError, ObjectDoesNotExist, ValueError,
+            TypeError) as exc:
+        _forget_index(created)
+        raise ArchiveRefused(f"the archive's rows do not fit together: "
+                             f"{type(exc).__name__}: {exc}") from exc
+    except BaseException:
+        _forget_index(created)
+        raise
+    if command.wait:
+        follower.catch_up(restored.org.pk)  # this node's index, before "searchable" is said
+    return restored
+
+
+def _embed(fragment_ids: list[int]) -> None:
+    # Active and superseded ones: retrieval reads a superseded fragment when asked
+    # (include_superseded, as_of); a retired one never.
+    fragments = list(Fragment.objects.filter(pk__in=fragment_ids).exclude(
+        status=FragmentStatus.RETIRED).order_by("pk"))
+    if fragments:
+        indexing.embed_fragments(fragments)
+
+
+def _forget_index(org_ids: list[int]) -> None:
+    """The organization's row was rolled back; its (empty) index directory on this node was
+    made when the row was written (``contexts.signals``) and is removed with it."""
+    for org_id in org_ids:
+        shutil.rmtree(indexing.index_path(org_id), ignore_errors=True)
+
+
+# --- checking a restore: the same questions, the same answers ---------------------------------
+@dataclasses.dataclass(frozen=True)
+class CompareOrgs:
+    left: str                 # slug or public id
+    right: str
+    queries: tuple[str, ...]
+    repo: str | None = None   # a repository slug both have: its chain (repo → org) is asked
+
+
+@dataclasses.dataclass(frozen=True)
+class Answer:
+    """What a retrieval returned, by what survives a move: source paths and text, in order."""
+
+    fragments: tuple[tuple[tuple[str, ...], str], ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class Comparison:
+    query: str
+    left: Answer
+    right: Answer
+
+    @property
+    def same(self) -> bool:
+        return self.left == self.right
+
+
+def _answer(org: Organization, repo_slug: str | None, query: str) -> Answer:
+    chain = [org.scope_id]
+    if repo_slug:
+        repo = org.repositories.filter(slug=repo_slug).first()
+        if repo is None:
+            raise NotVisible(f"{org.slug} has no repository {repo_slug!r}")
+        chain.insert(0, repo.scope_id)
+    # The chain and the contexts defined in it, as accounts.scopes.retrieval_scopes gives a
+    # reader of the whole chain (the operator reads through no membership).
+    scope_ids = {*chain, *Context.objects.filter(org=org, home_id__in=chain).values_list(
+        "scope_id", flat=True)}
+    result = retrieve(RetrievalRequest(query=query, org_id=org.pk, scope_ids=frozenset(scope_ids),
+                                       chain=tuple(chain)), record_trace=False)
+    return Answer(tuple((tuple(sorted(c.path for c in f.sources)), f.text)
+                        for f in result.fragments))
+
+
+def compare_orgs(principal: Any, command: CompareOrgs) -> list[Comparison]:
+    """Ask both organizations the same queries (the repository's chain, or the organization's
+    own scope); for the operator checking an import (``manage.py compare_orgs``)."""
+    left = exportable_org(principal, ExportOrg(org=command.left))
+    right = exportable_org(principal, ExportOrg(org=command.right))
+    return [Comparison(query, _answer(left, command.repo, query),
+                       _answer(right, command.repo, query)) for query in command.queries]
+
+
+def sample_queries(principal: Any, org_ref: str, count: int = 20) -> list[str]:
+    """``count`` queries made of the organization's active fragments' titles (headings),
+    spread evenly over them, for a comparison nobody wrote queries for."""
+    org = exportable_org(principal, ExportOrg(org=org_ref))
+    titles = sorted(set(Fragment.objects.filter(org=org, status=FragmentStatus.ACTIVE)
+                        .exclude(title="").values_list("title", flat=True)))
+    step = max(1, len(titles) // max(count, 1))
+    return titles[::step][:count]
