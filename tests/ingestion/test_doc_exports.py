@@ -12,7 +12,12 @@ from django.core.management.base import CommandError
 from django.urls import reverse
 from rest_framework.test import APIClient
 
+from contexts.ingestion.archives import open_archive
+from contexts.ingestion.chunk import chunk
+from contexts.ingestion.doc_exports import NOTION, PLAIN, _document_text, plan
+from contexts.ingestion.html_markdown import html_to_markdown
 from contexts.ingestion.jobs import run_job
+from contexts.ingestion.normalize import normalize
 from contexts.models import (
     Fragment,
     FragmentStatus,
@@ -186,3 +191,54 @@ def test_the_console_shows_a_refused_archive_as_a_form_error(ingest_target, clie
     assert response.status_code == 400
     assert "export.zip: archive refused: symbolic link member" in response.content.decode()
     assert not IngestionJob.objects.exists() and not UploadBlob.objects.exists()
+
+
+# -- the parts, without a job ---------------------------------------------------------------------
+@pytest.mark.django_db(databases=[])
+class TestParts:
+    def test_html_becomes_markdown_without_its_frame(self):
+        page = html_to_markdown("""<html><head><title>T</title><script>alert(1)</script>
+            <style>p { color: red }</style></head><body><nav>Menu</nav>
+            <h1>Guide</h1><p>Run <code>make   up</code> then <b>wait</b>.<p>Unclosed paragraph
+            <ul><li>one<ol><li>nested</li></ol></li><li>two</li></ul>
+            <pre>def f():
+                return 1</pre>
+            <table><tr><th>Env</th><th>URL</th></tr><tr><td>prod</td><td>a|b</td></tr></table>
+            <a href="other.html">Other [draft]</a> <a href="gone.html">Gone</a>
+            </body></html>""", link=lambda href: "other.md" if href == "other.html" else None)
+        assert page.title == "T"
+        assert page.markdown == (
+            "# Guide\n\nRun `make up` then **wait**.\n\nUnclosed paragraph\n\n- one\n"
+            "   1. nested\n- two\n\n```\ndef f():\n                return 1\n```\n\n"
+            "| Env | URL |\n| --- | --- |\n| prod | a\\|b |\n\n[Other (draft)](other.md) Gone\n")
+
+    def test_front_matter_breadcrumbs_prefix_every_heading_path(self):
+        doc = normalize("a.md", "---\nbreadcrumbs: [Space, Parent]\n---\n# Page\n\ntext\n\n"
+                                "## Part\n\nmore\n")
+        assert doc.heading_prefix == ("Space", "Parent")
+        assert [c.heading_path for c in chunk(doc)] == [("Space", "Parent", "Page")]
+        assert chunk(doc)[0].text.startswith("Space > Parent > Page\n")
+        assert normalize("b.md", "---\nbreadcrumbs: 7\n---\n# B\n").heading_prefix == ()
+
+    def test_a_link_in_angle_brackets_may_hold_spaces(self):
+        doc = normalize("x.md", "[a](<Run books/Deploy.md>) [b](plain.md) [c](<y.md>)\n")
+        assert doc.links == ("Run books/Deploy.md", "plain.md", "y.md")
+
+    def test_a_page_with_its_own_front_matter_keeps_it(self):
+        plan_ = _plan_of({"ops/run.md": "---\nkind: runbook\ntitle: Mine\n---\n# Run\n\nx\n"})
+        text = _document_text(PLAIN, plan_.pages[0], b"---\nkind: runbook\ntitle: Mine\n---\n"
+                              b"# Run\n\nx\n", plan_.path_of())
+        assert text == '---\nbreadcrumbs: ["ops"]\nkind: runbook\ntitle: Mine\n---\n# Run\n\nx\n'
+        doc = normalize("ops/run.md", text)
+        assert doc.kind == "runbook" and doc.title == "Mine" and doc.heading_prefix == ("ops",)
+
+    def test_two_notion_pages_of_one_title_keep_their_ids(self):
+        one, two = "Untitled " + "a" * 32, "Untitled " + "b" * 32
+        plan_ = _plan_of({f"{one}.md": "# Untitled\n", f"{two}.md": "# Untitled\n",
+                          "Notes " + "c" * 32 + ".md": "# Notes\n"})
+        assert plan_.layout == NOTION
+        assert sorted(plan_.path_of().values()) == ["Notes.md", f"{one}.md", f"{two}.md"]
+
+
+def _plan_of(members: dict[str, str]):
+    return plan(open_archive(samples.zip_bytes(members)), max_bytes=1_000_000)
