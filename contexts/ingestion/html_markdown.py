@@ -14,6 +14,7 @@ Besides the Markdown, a page gives what Confluence's export puts around its cont
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
@@ -55,6 +56,7 @@ class _Converter(HTMLParser):
         self.link = link
         self.content_id = content_id
         self.stack: list[tuple[str, str]] = []   # (tag, role) of open elements
+        self.open: Counter[str] = Counter()      # the same, counted by tag
         self.buffers: list[list[str]] = [[]]     # a link's or a cell's text is built apart
         self.hrefs: list[str | None] = []
         self.lists: list[list] = []              # [ordered, counter]
@@ -97,6 +99,7 @@ class _Converter(HTMLParser):
                 role = role or "dropped"
                 self.dropped += 1
             self.stack.append((tag, role))
+            self.open[tag] += 1
         if tag == "title":
             self._title = []
         if self.in_breadcrumbs and tag == "a":
@@ -111,16 +114,17 @@ class _Converter(HTMLParser):
     def handle_endtag(self, tag: str) -> None:
         if tag in VOID:
             return
-        if not any(open_tag == tag for open_tag, _ in self.stack):
+        if not self.open[tag]:
             return  # a stray end tag
         while self.stack:
             open_tag, role = self.stack.pop()
+            self.open[open_tag] -= 1
             self._close(open_tag, role)
             if open_tag == tag:
                 break
 
     def handle_data(self, data: str) -> None:
-        if self._in("title"):
+        if self.open["title"]:
             self._title.append(data)
         if self._title_text is not None:
             self._title_text.append(data)
@@ -132,9 +136,6 @@ class _Converter(HTMLParser):
             self.emit(re.sub(r"\s+", " ", data))
 
     # -- elements ----------------------------------------------------------------------------
-    def _in(self, tag: str) -> bool:
-        return any(open_tag == tag for open_tag, _ in self.stack)
-
     def _open(self, tag: str, values: dict[str, str]) -> None:
         if tag in HEADINGS:
             self.block()
