@@ -36,6 +36,7 @@ OPERATIONS = {
     "POST /api/sources", "GET /api/jobs/{job_id}",
     "POST /api/fragments/{fragment_id}/propose", "POST /api/proposals", "GET /api/proposals",
     "GET /api/proposals/{proposal_id}",
+    "GET /api/orgs/{org}/export",
 }
 
 
@@ -130,3 +131,9 @@ def test_successful_answers_conform_to_the_schema(bearer, world, cast, api):
     job = check("POST /api/sources", 202, cookies=cookies, media_type="multipart/form-data",
                 body=upload, headers={**csrf, "Content-Type": MULTIPART_CONTENT})
     check("GET /api/jobs/{job_id}", 200, path_parameters={"job_id": job["id"]})
+    # The organization's archive (binary), for an administrator of it.
+    owner_cookies, owner_csrf = logged_in(cast.owner)
+    case = ops["GET /api/orgs/{org}/export"].Case(path_parameters={"org": "acme"})
+    response = case.call(headers=owner_csrf, cookies=owner_cookies)
+    assert response.status_code == 200, response.text[:300]
+    case.validate_response(response, checks=CHECKS, headers=owner_csrf)
