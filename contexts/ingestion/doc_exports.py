@@ -11,8 +11,9 @@ Three layouts, told apart by the member names (:func:`detect_layout`):
   without the space prefix, at ``<SPACE>/Title.md``. The index (the page tree), attachments,
   images and style sheets are skipped, each directory with its reason.
 * **notion** — Markdown and CSV: ``Page Title <32 hex>.md`` with its children in a folder of the
-  same name. Titles and paths lose the id (unless two pages would then share a path); the
-  folders that are pages make the hierarchy. A database's ``.csv`` is skipped: its rows are
+  same name (Notion's HTML export alike, its pages converted to Markdown). Titles and paths
+  lose the id (unless two pages would then share a path); the folders that are pages make the
+  hierarchy. A database's ``.csv`` is skipped: its rows are
   ``.md`` pages in the database's folder and are ingested as pages, with the same properties
   and their bodies; a CSV of thousands of rows would be one oversized table.
 * **plain** — Markdown, HTML and text as they are in the archive (HTML converted to Markdown,
@@ -83,9 +84,9 @@ class Plan:
 def detect_layout(names: list[str]) -> str:
     """The layout an archive's member names say: Confluence's ``index.html`` beside
     ``Title_123.html`` pages or an ``attachments/`` folder; Notion's ids on ``.md``/``.csv``
-    names; plain otherwise."""
+    (or, exported as HTML, ``.html``) names; plain otherwise."""
     base = {posixpath.basename(name) for name in names}
-    notion = sum(1 for name in names if name.endswith((".md", ".csv"))
+    notion = sum(1 for name in names if name.endswith((".md", ".csv", ".html"))
                  and _NOTION_ID.match(posixpath.splitext(posixpath.basename(name))[0]))
     if notion:
         return NOTION
@@ -186,14 +187,18 @@ def _plan_notion(names: list[str]) -> tuple[list[Page], list[Skipped]]:
     pages: list[tuple[str, str]] = []
     skipped: list[Skipped] = []
     crumbs: dict[str, tuple[str, ...]] = {}
+    titles: dict[str, str] = {}
     for name in names:
         parts = name.split("/")
         stem, suffix = posixpath.splitext(parts[-1])
         if suffix.lower() == ".csv" and _NOTION_ID.match(stem.removesuffix("_all")):
             skipped.append(Skipped(name, NOTION_DATABASE))
-        elif suffix.lower() in (".md", ".markdown"):
+        elif suffix.lower() in (".md", ".markdown", *HTML_SUFFIXES):
+            # Markdown as it is; Notion's HTML export converted to Markdown.
             folders = [_strip_id(part) for part in parts[:-1]]
-            pages.append((name, "/".join([*folders, _strip_id(stem) + suffix])))
+            markdown = suffix if suffix.lower() in (".md", ".markdown") else ".md"
+            pages.append((name, "/".join([*folders, _strip_id(stem) + markdown])))
+            titles[name] = _strip_id(stem)
             # Folders with an id are pages or databases; one without (an export's wrapper
             # folder) is not part of the hierarchy.
             crumbs[name] = tuple(_strip_id(part) for part in parts[:-1]
@@ -205,8 +210,7 @@ def _plan_notion(names: list[str]) -> tuple[list[Page], list[Skipped]]:
             crumbs[name] = ()
         else:
             skipped.append(Skipped(name, NOTION_ATTACHMENT))
-    return [Page(member, path, _strip_id(posixpath.splitext(posixpath.basename(member))[0])
-                 if member.endswith((".md", ".markdown")) else None, crumbs[member])
+    return [Page(member, path, titles.get(member), crumbs[member])
             for member, path in _unique(pages)], skipped
 
 
@@ -256,7 +260,7 @@ def _document_text(layout: str, page: Page, raw: bytes, paths: dict[str, str]) -
             title, crumbs = _confluence_place(page, converted.title_text or converted.title,
                                               converted.breadcrumbs, paths)
         else:
-            title = converted.title or None
+            title = page.title or converted.title or None
     elif page.path.endswith((".md", ".markdown")):
         text = _rewrite_markdown_links(text, link)
     else:

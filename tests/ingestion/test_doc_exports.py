@@ -242,3 +242,23 @@ class TestParts:
 
 def _plan_of(members: dict[str, str]):
     return plan(open_archive(samples.zip_bytes(members)), max_bytes=1_000_000)
+
+
+def test_a_notion_html_export_is_read_like_its_markdown_one(ingest_target, sources):
+    t = ingest_target
+    eng, runbooks = samples.notion_name("Engineering"), samples.notion_name("Runbooks")
+    page = ('<html><head><title>{title}</title></head><body><article class="page sans">'
+            '<header><h1 class="page-title">{title}</h1></header><div class="page-body">'
+            '<p>{text}</p>{link}</div></article></body></html>')
+    raw = samples.zip_bytes({
+        f"{eng}.html": page.format(title="Engineering", text=sources.prose("h-eng", 60),
+                                   link=f'<a href="{eng.replace(" ", "%20")}/'
+                                        f'{runbooks.replace(" ", "%20")}.html">Runbooks</a>'),
+        f"{eng}/{runbooks}.html": page.format(title="Runbooks",
+                                              text=sources.prose("h-runbooks", 60), link=""),
+    })
+    job = upload(t, "notion-html.zip", raw)
+    assert job.skipped == [{"path": "notion-html.zip", "reason": "archive: Notion export"}]
+    assert first_fragment(t, "Engineering/Runbooks.md").heading_path == [
+        "Engineering", "Runbooks"]
+    assert linked(t, "Engineering.md", "Engineering/Runbooks.md")
