@@ -29,12 +29,13 @@ as ``archive: <layout>`` among its skipped files, with the members left out and 
 
 from __future__ import annotations
 
+import html
 import json
 import posixpath
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from urllib.parse import unquote
 
 from contexts.ingestion.archives import Archive, ArchiveRefused, looks_like_zip, open_archive
@@ -136,13 +137,17 @@ def expand(name: str, raw: bytes, *, max_bytes: int) -> Iterator[SourceFile | Sk
     yield Skipped(name, f"archive: {LAYOUT_NAMES[result.layout]}")
     yield from result.skipped
     paths = result.path_of()
+    raws: dict[str, bytes] = {}
     for page in result.pages:
         try:
-            raw_page = archive.read(page.member)
+            raws[page.member] = archive.read(page.member)
         except ArchiveRefused as exc:
             yield Skipped(page.path, f"archive refused: {exc}")
-            continue
-        text = _document_text(result.layout, page, raw_page, paths)
+    pages = [page for page in result.pages if page.member in raws]
+    if result.layout == NOTION:
+        pages = _notion_titles(pages, raws)
+    for page in pages:
+        text = _document_text(result.layout, page, raws[page.member], paths)
         yield checked(SourceFile(page.path, text.encode("utf-8")))
 
 
@@ -233,6 +238,33 @@ def _plan_plain(names: list[str]) -> tuple[list[Page], list[Skipped]]:
 
 def _other(name: str) -> Skipped:
     return Skipped(name, NESTED_ARCHIVE if looks_like_zip(name) else NOT_INGESTED)
+
+
+def _notion_titles(pages: list[Page], raws: dict[str, bytes]) -> list[Page]:
+    """Notion drops from a file name what a file name cannot hold ("RFC: Auth/SSO" is
+    ``RFC Auth SSO <id>.md``); the page's own first heading (Markdown) or ``<title>`` (HTML)
+    has the real title. It titles the page and names it in its children's breadcrumbs."""
+    titles: dict[str, str] = {}
+    for page in pages:
+        head = raws[page.member][:65536].decode("utf-8", errors="replace")
+        if page.member.lower().endswith(HTML_SUFFIXES):
+            found = re.search(r"<title>(.*?)</title>", head, re.IGNORECASE | re.DOTALL)
+            title = " ".join(html.unescape(found.group(1)).split()) if found else ""
+        else:
+            first = head.lstrip().split("\n", 1)[0]
+            title = first[2:].strip() if first.startswith("# ") else ""
+        if title:
+            titles[page.member] = title
+    # A page's children are in the folder named as its file without the suffix.
+    by_folder = {posixpath.splitext(member)[0]: title for member, title in titles.items()}
+    placed = []
+    for page in pages:
+        folders = page.member.split("/")[:-1]
+        crumbs = tuple(by_folder.get("/".join(folders[:depth + 1]), _strip_id(folder))
+                       for depth, folder in enumerate(folders) if _NOTION_ID.match(folder))
+        placed.append(replace(page, title=titles.get(page.member, page.title),
+                              breadcrumbs=crumbs))
+    return placed
 
 
 def _strip_id(name: str) -> str:

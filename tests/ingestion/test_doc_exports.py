@@ -14,7 +14,7 @@ from rest_framework.test import APIClient
 
 from contexts.ingestion.archives import open_archive
 from contexts.ingestion.chunk import chunk
-from contexts.ingestion.doc_exports import NOTION, PLAIN, _document_text, plan
+from contexts.ingestion.doc_exports import NOTION, PLAIN, _document_text, expand, plan
 from contexts.ingestion.html_markdown import html_to_markdown
 from contexts.ingestion.jobs import run_job
 from contexts.ingestion.normalize import normalize
@@ -238,6 +238,16 @@ class TestParts:
                           "Notes " + "c" * 32 + ".md": "# Notes\n"})
         assert plan_.layout == NOTION
         assert sorted(plan_.path_of().values()) == ["Notes.md", f"{one}.md", f"{two}.md"]
+
+    def test_a_notion_title_keeps_what_its_file_name_could_not_hold(self):
+        rfc, decision = "RFC Auth SSO " + "d" * 32, "Decision " + "e" * 32
+        raw = samples.zip_bytes({f"{rfc}.md": "# RFC: Auth/SSO\n\nWhy.\n",
+                                 f"{rfc}/{decision}.md": "# Decision\n\nWhat.\n"})
+        files = {f.path: f for f in expand("n.zip", raw, max_bytes=1_000_000)}
+        parent, child = (normalize(path, files[path].raw)
+                         for path in ("RFC Auth SSO.md", "RFC Auth SSO/Decision.md"))
+        assert parent.title == "RFC: Auth/SSO" and parent.text.startswith("# RFC: Auth/SSO\n")
+        assert [c.heading_path for c in chunk(child)] == [("RFC: Auth/SSO", "Decision")]
 
 
 def _plan_of(members: dict[str, str]):
