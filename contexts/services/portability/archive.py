@@ -160,9 +160,9 @@ def _read_members(tar: tarfile.TarFile, limits: Limits) -> Archive:
     count = 0
     while (member := tar.next()) is not None:
         count += 1
+        _check_name(member.name)  # first: a name outside the format is the error to report
         if count > limits.members:
             raise ArchiveRefused(f"more than {limits.members} members", field="archive.members")
-        _check_name(member.name)
         if not member.isfile():
             raise ArchiveRefused(f"member {member.name!r} is not a regular file (links and "
                                  "directories are refused)", field="archive.members")

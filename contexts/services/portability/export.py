@@ -112,7 +112,8 @@ def export_files(org: Organization) -> dict[str, bytes]:
              "path": d.path, "language": d.language, "author": d.author,
              "authored_at": iso(d.authored_at), "content_hash": d.content_hash,
              "size_bytes": d.size_bytes, "ingested_at": iso(d.ingested_at),
-             "changed_at": iso(d.changed_at), "links": d.links, "front_links": d.front_links}
+             "changed_at": iso(d.changed_at), "links": d.links, "front_links": d.front_links,
+             **({"source_commit": d.source_commit} if hasattr(d, "source_commit") else {})}
             for d in SourceDocument.objects.filter(org=org).select_related("repository")
             .order_by("repository__slug", "path")],
         "fragments.jsonl": _fragments(org, rows),
@@ -158,7 +159,7 @@ def export_files(org: Organization) -> dict[str, bytes]:
             for e in AuditEvent.objects.filter(org=org).select_related("actor_token")
             .order_by("created_at", "id")],
     }
-    sources = _sources(org)
+    sources = _sources(org, rows)
     if sources is not None:
         files["sources.jsonl"] = sources
     # Last: every user a row above named (members, owners, editors, actors), never a password.
@@ -207,14 +208,44 @@ def _fragments(org: Organization, rows: _Rows) -> list[dict]:
         for f in Fragment.objects.filter(org=org).order_by("id")]
 
 
-def _sources(org: Organization) -> list[dict] | None:
-    """Git sources (issue 24, another part): ``None`` while this instance has no ``Source``
-    model — the archive then has no ``sources.jsonl`` and says so in its manifest."""
+def _plain(value: Any) -> Any:
+    return iso(value) if isinstance(value, dt.datetime) else value
+
+
+# Columns of a git source that are this instance's state of the sync, not what to follow.
+SOURCE_STATE_FIELDS = frozenset({"id", "org", "repository", "created_by", "url", "state",
+                                 "last_error", "next_sync_at"})
+
+
+def without_password(url: str) -> str:
+    """``scheme://user:password@host/…`` → ``scheme://host/…``: the whole user part goes, a
+    token is often written as the user name (``https://<token>@host/…``). An scp-like
+    ``git@host:path`` has no secret and stays."""
+    scheme, sep, rest = url.partition("://")
+    authority, slash, path = rest.partition("/")
+    if not sep or "@" not in authority:
+        return url
+    return f"{scheme}://{authority.rpartition('@')[2]}{slash}{path}"
+
+
+def _sources(org: Organization, rows: _Rows) -> list[dict] | None:
+    """Git sources (issue 24; ``contexts.models.Source`` where this instance has it, else
+    ``None``: the archive then has no ``sources.jsonl`` and its manifest says so). Every
+    column of the row but this instance's sync state, written by name, so a column the model
+    gains is carried too; the URL without its password: a credential in it is not carried,
+    as tokens are not."""
     try:
-        apps.get_model("contexts", "Source")
+        model = apps.get_model("contexts", "Source")
     except LookupError:
         return None
-    return None  # SOURCES: serialise them here once the model is settled (docs/export-format.md)
+    fields = [f for f in model._meta.concrete_fields if f.name not in SOURCE_STATE_FIELDS]
+    return [
+        {**{f.name: _plain(getattr(source, f.attname)) for f in fields},
+         "repository": rows.scope_pid[source.repository.scope_id],
+         "created_by": rows.user(source.created_by_id),
+         "url": without_password(source.url)}
+        for source in model.objects.filter(org=org).select_related("repository")
+        .order_by("public_id")]
 
 
 def export_organization(org: Organization, out: IO[bytes]) -> dict[str, Any]:

@@ -17,9 +17,11 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from django.apps import apps
 from django.contrib.auth import get_user_model
 from django.contrib.auth.validators import UnicodeUsernameValidator
 from django.core.exceptions import ValidationError
+from django.db.models import DateTimeField
 from django.utils.dateparse import parse_datetime
 
 from accounts.models import (
@@ -55,8 +57,8 @@ from contexts.models.governance import NudgeAnswer, NudgeState
 from contexts.services import fragments as fragment_service
 from contexts.services.portability.archive import Archive, ArchiveRefused
 
-# New uids for fragments whose own is taken in this instance: derived, so that importing the
-# same archive twice under two slugs gives each copy the same ids every time.
+# New uids for fragments whose own is taken in this instance (a copy in the instance it came
+# from): derived from the new organization's public id and the old uid, so unique per copy.
 IMPORT_NAMESPACE = uuid.UUID("2b0f8a4e-7c61-4d2a-9a0e-5d3c1f7e6b21")
 
 
@@ -222,17 +224,13 @@ class _Restore:
         self.contexts(org)
         self.subscriptions(org)
         self.source_documents(org)
+        self.sources(org)
         self.restore_fragments(org)
         self.pointers(org)
         self.pins(org)
         self.links(org)
         self.nudges(org)
         self.audit_events(org)
-        if self.archive.files.get("sources.jsonl"):
-            # SOURCES: restored here once the ``Source`` model exists (issue 24's git
-            # sources); until then an archive that carries them is refused, not half-read.
-            raise ArchiveRefused("this instance cannot restore git sources (sources.jsonl)",
-                                 field="sources.jsonl")
         return Restored(org=org, counts=self.counts, renamed=len(self.renamed),
                         created_users=self.created_users,
                         fragment_ids=[f.pk for f in self.fragments.values()])
@@ -344,6 +342,11 @@ class _Restore:
                 changed_at=row.when("changed_at"),
                 links=row.get("links", list, required=False, default=[]),
                 front_links=row.get("front_links", list, required=False, default=[]))
+            if hasattr(document, "source_commit"):  # a git source's document (issue 24)
+                document.source_commit = row.get("source_commit", str, required=False)
+            elif row.data.get("source_commit") is not None:
+                raise row.refuse("source_commit", "names a git commit; this instance has no "
+                                 "git sources")
             self.documents[key] = document
             documents.append(document)
         SourceDocument.objects.bulk_create(documents, batch_size=500)
@@ -482,6 +485,49 @@ class _Restore:
                        request_id=row.text("request_id", 64),
                        created_at=row.when("created_at", required=True))
             for row in self.rows("audit_events.jsonl")], batch_size=500)
+
+    def sources(self, org: Organization) -> None:
+        """Git sources, where this instance has them (``export._sources``): each column the
+        model has, by name; due for a sync at once (its documents are those of
+        ``last_commit``, so the sync picks up from there), idle, with no error."""
+        rows = self.rows("sources.jsonl")
+        if not rows:
+            return
+        try:
+            model = apps.get_model("contexts", "Source")
+        except LookupError:
+            # Refused, not half-read: the archive's git sources would be lost silently.
+            raise ArchiveRefused("this instance has no git sources to restore "
+                                 "sources.jsonl into", field="sources.jsonl") from None
+        fields = {f.name: f for f in model._meta.concrete_fields
+                  if f.name not in {"id", "org", "repository", "created_by", "public_id",
+                                    "state", "last_error", "next_sync_at"}}
+        taken = set(model.objects.filter(public_id__in=[r.data.get("public_id") for r in rows])
+                    .values_list("public_id", flat=True))
+        for row in rows:
+            values = {}
+            for name, field in fields.items():
+                if name not in row.data:
+                    continue
+                value = row.data[name]
+                if isinstance(field, DateTimeField) and value is not None:
+                    value = row.when(name)
+                values[name] = value
+            pid = row.text("public_id", 32, required=True)
+            source = model(org=org, repository=self.scoped(row, "repository", Repository,
+                                                             "repo"),
+                           created_by=self.user(row, "created_by"),
+                           public_id="" if pid in taken else pid, **values)
+            if source.repository_id is None:
+                raise row.refuse("repository", "is missing")
+            try:
+                source.full_clean(exclude=["org", "repository", "created_by", "public_id"])
+            except ValidationError as exc:
+                key, errors = next(iter(exc.message_dict.items()))
+                raise row.refuse(key, errors[0]) from None
+            source.save()
+            if source.public_id != pid:
+                self.renamed[pid] = source.public_id
 
     def _renamed(self, public_id: str) -> str:
         return self.renamed.get(public_id, public_id)
