@@ -26,6 +26,7 @@ from accounts.models import Organization
 from accounts.permissions import SYSTEM, may
 from contexts import follower, indexing
 from contexts.models import Context, Fragment, FragmentStatus
+from contexts.retrieval.dense import QueryEmbedding
 from contexts.retrieval.pipeline import retrieve
 from contexts.retrieval.types import RetrievalRequest
 from contexts.services import audit
@@ -161,7 +162,8 @@ class Comparison:
         return self.left == self.right
 
 
-def _answer(org: Organization, repo_slug: str | None, query: str) -> Answer:
+def _answer(org: Organization, repo_slug: str | None, query: str,
+            embedding: QueryEmbedding) -> Answer:
     chain = [org.scope_id]
     if repo_slug:
         repo = org.repositories.filter(slug=repo_slug).first()
@@ -173,7 +175,8 @@ def _answer(org: Organization, repo_slug: str | None, query: str) -> Answer:
     scope_ids = {*chain, *Context.objects.filter(org=org, home_id__in=chain).values_list(
         "scope_id", flat=True)}
     result = retrieve(RetrievalRequest(query=query, org_id=org.pk, scope_ids=frozenset(scope_ids),
-                                       chain=tuple(chain)), record_trace=False)
+                                       chain=tuple(chain)),
+                      record_trace=False, embedding=embedding)
     return Answer(tuple((tuple(sorted(c.path for c in f.sources)), f.text)
                         for f in result.fragments))
 
@@ -183,8 +186,12 @@ def compare_orgs(principal: Any, command: CompareOrgs) -> list[Comparison]:
     own scope); for the operator checking an import (``manage.py compare_orgs``)."""
     left = exportable_org(principal, ExportOrg(org=command.left))
     right = exportable_org(principal, ExportOrg(org=command.right))
-    return [Comparison(query, _answer(left, command.repo, query),
-                       _answer(right, command.repo, query)) for query in command.queries]
+    comparisons = []
+    for query in command.queries:
+        embedding = QueryEmbedding(query)  # one query vector for both: computed once
+        comparisons.append(Comparison(query, _answer(left, command.repo, query, embedding),
+                                      _answer(right, command.repo, query, embedding)))
+    return comparisons
 
 
 def sample_queries(principal: Any, org_ref: str, count: int = 20) -> list[str]:

@@ -86,13 +86,15 @@ def test_round_trip_keeps_answers_and_governance(built, tmp_path, capsys):
     assert old.status == "superseded" and old.superseded_by.title == built.replacement.title
     assert AuditEvent.objects.filter(org=copy, object_id=old.public_id).exists()
 
-    for scope in ("web", None):
-        results = portability.compare_orgs(SYSTEM, portability.CompareOrgs(
-            left="acme", right="acme2", repo=scope, queries=tuple(QUERIES)))
-        assert len(results) == 20
-        differing = [r.query for r in results if not r.same]
-        assert not differing, differing
-        assert sum(bool(r.left.fragments) for r in results) == 20
+    # The repository's chain (repository, then organization, and the contexts defined there).
+    results = portability.compare_orgs(SYSTEM, portability.CompareOrgs(
+        left="acme", right="acme2", repo="web", queries=tuple(QUERIES)))
+    assert len(results) == 20
+    differing = [r.query for r in results if not r.same]
+    assert not differing, differing
+    assert all(r.left.fragments for r in results)
+    paths = {path for r in results for paths, _ in r.left.fragments for path in paths}
+    assert {"docs/rate-limiter.md", "handbook/security.md", "app/throughput.py"} <= paths
     # The superseded rule is not returned, its replacement is, in both.
     pager = portability.compare_orgs(SYSTEM, portability.CompareOrgs(
         left="acme", right="acme2", repo="web", queries=("pages acknowledged",)))[0]
