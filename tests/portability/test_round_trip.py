@@ -129,3 +129,17 @@ def test_missing_users_are_created_inactive(small, tmp_path):
     assert Membership.objects.get(org__slug="small3", user=val).role == "viewer"
     # An existing account is used as it is, never changed.
     assert User.objects.get(username="sam").is_active
+
+
+def test_without_waiting_the_feed_and_the_worker_follow(small, tmp_path,
+                                                        django_capture_on_commit_callbacks):
+    """``--no-wait``: the rows and their change-feed entries commit; the vectors are left to
+    the reindexing task the change signal queues once the import commits."""
+    out = tmp_path / "small.tar.gz"
+    call_command("export_org", "--org", "small", str(out))
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        restored = portability.import_org(SYSTEM, portability.ImportOrg(
+            archive=out, slug="later", wait=False))
+    assert Change.objects.filter(org=restored.org).count() == 2
+    assert not Embedding.objects.filter(org_id=restored.org.pk).exists()
+    assert callbacks  # the change signal (reindexing) and this node's follower, after commit
