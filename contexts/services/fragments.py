@@ -633,16 +633,17 @@ def store_authority(scores: dict[int, float]) -> int:
 
 
 @transaction.atomic
-def restore_fragments(principal: Any, org_scope: Scope, fragments: list[Fragment],
-                      versions: list[FragmentVersion], *,
-                      in_contexts: Iterable[tuple[Fragment, Context]] = (),
-                      supersessions: Iterable[tuple[Fragment, Fragment]] = ()) -> list[Fragment]:
+def import_fragments(principal: Any, org_scope: Scope, fragments: list[Fragment],
+                     versions: list[FragmentVersion], *,
+                     in_contexts: Iterable[tuple[Fragment, Context]] = (),
+                     supersessions: Iterable[tuple[Fragment, Fragment]] = ()) -> list[Fragment]:
     """Write an organization's fragments as an archive holds them (``manage.py import_org``,
     ``contexts.services.portability``): each with its every version, status and supersession
-    as they were, not as new edits — so no version or audit event is added here (the archive
-    carries the history and its audit trail). The change feed records each one as created and
-    the receivers embed it, unless the caller does (:func:`indexing_handled_by_caller`)."""
-    require(principal, "administer", org_scope)
+    as they were, not as new edits — no version is added (the archive carries the history and
+    its audit trail); one ``fragment.import`` event per fragment says who brought it in. The
+    change feed records each one as created and the receivers embed it, unless the caller
+    does (:func:`indexing_handled_by_caller`)."""
+    require(principal, "curate", org_scope)
     memberships = list(in_contexts)
     scopes: dict[int, set[int]] = {}
     for fragment, context in memberships:
@@ -660,5 +661,10 @@ def restore_fragments(principal: Any, org_scope: Scope, fragments: list[Fragment
         replaced.append(old)
     Fragment.objects.bulk_update(replaced, ["superseded_by"], batch_size=500)
     FragmentVersion.objects.bulk_create(versions, batch_size=500)
+    audit.record_many([
+        audit.build(principal, "fragment.import", f,
+                    after={"version": f.version, "status": f.status, "kind": f.kind,
+                           "negative": f.negative})
+        for f in fragments])
     notify_changed([f.pk for f in fragments], ChangeKind.CREATE)
     return fragments

@@ -54,7 +54,7 @@ def _state(org: Organization) -> dict:
         "roles": sorted((m.user.username, m.role) for m in Membership.objects.filter(org=org)),
         "audit": sorted((e.action, e.actor.username if e.actor_id else "")
                         for e in AuditEvent.objects.filter(org=org)
-                        .exclude(action__in=["org.export", "org.import"])),
+                        .exclude(action__in=["org.export", "org.import", "fragment.import"])),
     }
 
 
@@ -69,6 +69,8 @@ def test_round_trip_keeps_answers_and_governance(built, tmp_path, capsys):
     restored = Fragment.objects.filter(org=copy)
     assert restored.count() == Fragment.objects.filter(org=built.org).count() >= 10
     assert Change.objects.filter(org=copy).count() == restored.count()
+    assert AuditEvent.objects.filter(org=copy, action="fragment.import").count() == \
+        restored.count()
     embedded = set(Embedding.objects.filter(org_id=copy.pk).values_list("fragment_id",
                                                                          flat=True))
     assert embedded == set(restored.exclude(status="retired").values_list("pk", flat=True))

@@ -225,7 +225,7 @@ class _Restore:
         self.subscriptions(org)
         self.source_documents(org)
         self.sources(org)
-        self.restore_fragments(org)
+        self.import_fragments(org)
         self.pointers(org)
         self.pins(org)
         self.links(org)
@@ -351,7 +351,7 @@ class _Restore:
             documents.append(document)
         SourceDocument.objects.bulk_create(documents, batch_size=500)
 
-    def restore_fragments(self, org: Organization) -> None:
+    def import_fragments(self, org: Organization) -> None:
         rows = self.rows("fragments.jsonl")
         uids = {}
         for row in rows:
@@ -426,7 +426,7 @@ class _Restore:
                                                              default={}),
                 editor=self.user(row, "editor"), reason=row.text("reason", 300),
                 created_at=row.when("created_at", required=True)))
-        fragment_service.restore_fragments(self.principal, org.scope, fragments, versions,
+        fragment_service.import_fragments(self.principal, org.scope, fragments, versions,
                                            in_contexts=memberships,
                                            supersessions=supersessions)
 
