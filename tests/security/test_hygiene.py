@@ -31,7 +31,14 @@ from accounts.models import ApiToken, hash_token_secret
 from accounts.permissions import SYSTEM
 from accounts.tokens import create_token
 from contexts.governance import dedup_review, nudges
-from contexts.models import AuditEvent, Context, DedupCandidate, Fragment, Nudge
+from contexts.models import (
+    AuditEvent,
+    Context,
+    DedupCandidate,
+    Fragment,
+    FragmentVersion,
+    Nudge,
+)
 from contexts.models.fragments import fragment_public_id
 from contexts.services import fragments as fragment_services
 from contexts.services import pins as pin_services
@@ -224,6 +231,17 @@ def case_create_fragment(cast, actor) -> Audited:  # noqa: F811
     return Audited(lambda: fragment_services.create_fragment(actor, cast.repo.scope,
                                                              body="New.", uid=uid),
                    [("fragment.create", fragment_public_id(uid))])
+
+
+def case_import_fragments(cast, actor) -> Audited:  # noqa: F811
+    # An archive's fragments (manage.py import_org): one event per fragment written.
+    uid = uuid.uuid4()
+    fragment = Fragment(uid=uid, public_id=fragment_public_id(uid), org=cast.org,
+                        scope=cast.repo.scope, body="Imported.", content_hash="0" * 64)
+    version = FragmentVersion(org=cast.org, fragment=fragment, number=1, body="Imported.")
+    return Audited(lambda: fragment_services.import_fragments(actor, cast.org.scope, [fragment],
+                                                              [version]),
+                   [("fragment.import", fragment.public_id)])
 
 
 def case_supersede_fragment(cast, actor) -> Audited:  # noqa: F811
