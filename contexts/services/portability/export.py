@@ -238,7 +238,9 @@ def _sources(org: Organization, rows: _Rows) -> list[dict] | None:
         model = apps.get_model("contexts", "Source")
     except LookupError:
         return None
-    fields = [f for f in model._meta.concrete_fields if f.name not in SOURCE_STATE_FIELDS]
+    # Relations by id would carry database ids: the two it has are named below instead.
+    fields = [f for f in model._meta.concrete_fields
+              if f.name not in SOURCE_STATE_FIELDS and not f.is_relation]
     return [
         {**{f.name: _plain(getattr(source, f.attname)) for f in fields},
          "repository": rows.scope_pid[source.repository.scope_id],
