@@ -166,3 +166,14 @@ def test_the_archive_size_is_bounded(archive, settings):
 def test_the_uncompressed_size_is_bounded(archive, settings):
     settings.IMPORT_MAX_TOTAL_BYTES = 2000
     assert "uncompressed" in refused(archive, "--as", "big")
+
+
+def test_a_long_name_header_is_bounded_before_it_is_read(archive, tmp_path, settings):
+    """tarfile reads a GNU long-name header whole: the decompressed stream is capped first,
+    so a highly compressible header cannot fill memory."""
+    settings.IMPORT_MAX_TOTAL_BYTES = 4000
+    path = tmp_path / "long.tar.gz"
+    with tarfile.open(path, "w:gz", format=tarfile.GNU_FORMAT) as tar:
+        info = tarfile.TarInfo("a" * 1_000_000 + ".jsonl")
+        tar.addfile(info, io.BytesIO(b""))
+    assert "uncompressed" in refused(path, "--as", "long")

@@ -10,6 +10,7 @@ extracted), listed in the manifest with its SHA-256.
 from __future__ import annotations
 
 import dataclasses
+import gzip
 import hashlib
 import io
 import json
@@ -105,13 +106,17 @@ class Archive:
             yield row
 
 
+def _shown(name: str) -> str:
+    return repr(name if len(name) <= 120 else name[:120] + "…")
+
+
 def _check_name(name: str) -> None:
     path = PurePosixPath(name)
     if path.is_absolute() or ".." in path.parts or "\\" in name or name.startswith("/"):
-        raise ArchiveRefused(f"member name {name!r} leaves the archive (absolute or '..')",
+        raise ArchiveRefused(f"member name {_shown(name)} leaves the archive (absolute or '..')",
                              field="archive.members")
     if name not in KNOWN_MEMBERS:
-        raise ArchiveRefused(f"unexpected member {name!r}: this format holds only "
+        raise ArchiveRefused(f"unexpected member {_shown(name)}: this format holds only "
                              f"{', '.join(sorted(KNOWN_MEMBERS))}", field="archive.members")
 
 
@@ -147,11 +152,36 @@ def read_archive(path: Path, limits: Limits) -> Archive:
         raise ArchiveRefused(f"archive is {size} bytes, more than the limit of "
                              f"{limits.archive_bytes} (CONTEXTS_IMPORT_MAX_BYTES)")
     try:
-        with tarfile.open(path, mode="r:gz") as tar:
-            return _read_members(tar, limits)
+        with path.open("rb") as raw, gzip.GzipFile(fileobj=raw) as unzipped:
+            # A stream ("r|"), read through a cap: tarfile reads some headers whole (a GNU
+            # long name), so the decompressed bytes are bounded before any member is.
+            capped = _Capped(unzipped, limits.total_bytes + _TAR_OVERHEAD * (limits.members + 1))
+            with tarfile.open(fileobj=capped, mode="r|") as tar:
+                return _read_members(tar, limits)
     except (tarfile.TarError, EOFError, OSError, UnicodeDecodeError) as exc:
         raise ArchiveRefused(f"not a gzip-compressed tar archive of this format "
                              f"({type(exc).__name__}: {exc})") from None
+
+
+# Per member at most a header block and a block of padding, and the end of the archive with
+# its record padding (20 blocks): what a legitimate archive of this format adds to its members.
+_TAR_OVERHEAD = 2 * tarfile.BLOCKSIZE + tarfile.RECORDSIZE
+
+
+class _Capped:
+    """A file's ``read`` that refuses to go past ``limit`` bytes."""
+
+    def __init__(self, stream: IO[bytes], limit: int) -> None:
+        self.stream, self.limit, self.count = stream, limit, 0
+
+    def read(self, size: int = -1) -> bytes:
+        want = self.limit + 1 - self.count if size is None or size < 0 else size
+        data = self.stream.read(min(want, self.limit + 1 - self.count))
+        self.count += len(data)
+        if self.count > self.limit:
+            raise ArchiveRefused(f"the archive holds more than {self.limit} bytes "
+                                 "uncompressed", field="archive.members")
+        return data
 
 
 def _read_members(tar: tarfile.TarFile, limits: Limits) -> Archive:
