@@ -448,6 +448,10 @@ INGEST_MAX_FILE_BYTES = env_int("CONTEXTS_INGEST_MAX_FILE_BYTES", 1_000_000)
 # may (the CLI is unaffected). See contexts/ingestion/server_paths.py.
 INGEST_ROOTS = env_list("CONTEXTS_INGEST_ROOTS")
 INGEST_EMBED_BATCH_CHUNKS = env_int("CONTEXTS_INGEST_BATCH", 256)
+# Git sources (docs/sources.md): how long one git fetch, log or read may take, and how often
+# beat looks for sources whose next sync is due.
+SOURCE_GIT_TIMEOUT_SECONDS = env_int("CONTEXTS_SOURCE_GIT_TIMEOUT_SECONDS", 300)
+SOURCE_POLL_SECONDS = env_int("CONTEXTS_SOURCE_POLL_SECONDS", 60)
 # A documentation export uploaded as a zip (contexts/ingestion/archives.py) is refused, before
 # anything is written, past these bounds: the upload itself and its members together
 # uncompressed at most ARCHIVE_MAX_BYTES, at most ARCHIVE_MAX_FILES members, and no member over
@@ -531,6 +535,9 @@ CELERY_BEAT_SCHEDULE = {
     "uploads-purge": {"task": "contexts.tasks.purge_uploads", "schedule": crontab(minute=15)},
     # Change-feed rows every follower has passed (contexts/follower.py).
     "feed-prune": {"task": "contexts.tasks.prune_change_feed", "schedule": crontab(minute=45)},
+    # Git sources whose next sync is due (contexts/ingestion/git_sync.py, docs/sources.md).
+    "sources-sync-due": {"task": "contexts.tasks.enqueue_due_sources",
+                         "schedule": float(SOURCE_POLL_SECONDS)},
 }
 # Days a retrieval trace is kept; 0 keeps every trace.
 TRACE_RETENTION_DAYS = env_int("CONTEXTS_TRACE_RETENTION_DAYS", 30)

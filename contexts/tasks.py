@@ -14,6 +14,7 @@ from accounts.models import Organization
 from contexts import follower, usage
 from contexts.governance import tasks as governance_tasks  # noqa: F401 - registers them
 from contexts.indexing import embed_changed
+from contexts.ingestion import git_sync
 from contexts.ingestion.jobs import run_job
 from contexts.search import IndexLockBusy
 from contexts.services import fragments as fragment_service
@@ -38,6 +39,29 @@ def reap_stale_jobs() -> dict[str, list[str]]:
     """Re-queue or fail jobs whose worker died (beat: ``jobs-reap-stale``; see
     ``contexts.services.job_leases``)."""
     return job_leases.reap_stale_jobs(publish=_publish_ingest)
+
+
+@shared_task(bind=True, acks_late=True, reject_on_worker_lost=True, **RETRY)
+def sync_source(self, source_id: int, full: bool = False) -> dict | None:
+    """Sync one git source (``contexts.ingestion.git_sync``): queued by beat when it is due
+    and by a person's "sync now", with a UUID5 id per source and due time. A second delivery
+    while the first runs returns at once (the source's lock); one whose worker was killed
+    re-applies the same diff."""
+    result = git_sync.run_sync(source_id, full=full)
+    return None if result is None else result.summary()
+
+
+def publish_sync(source_id: int, task_id: str, full: bool = False) -> None:
+    sync_source.apply_async((source_id, full), task_id=task_id)
+
+
+@shared_task(ignore_result=True)
+def enqueue_due_sources() -> int:
+    """Queue a sync of every git source whose next sync is due (beat: ``sources-sync-due``)."""
+    claimed = git_sync.claim_due()
+    for source_id, task_id in claimed:
+        publish_sync(source_id, task_id)
+    return len(claimed)
 
 
 @shared_task(acks_late=True, **RETRY)

@@ -64,6 +64,8 @@ TABLES: dict[str, tuple[str, str]] = {
     "contexts_follower": (TENANT, "how far each node's index follower has got, per "
                           "organization"),
     "contexts_proposal": (TENANT, "agents' proposals awaiting review (docs/adr/0017)"),
+    "contexts_source": (TENANT, "git repositories followed, one per repository scope "
+                        "(docs/sources.md)"),
     "contexts_secretfinding": (TENANT, "secrets found on the way in: kind, file and line, "
                                "never the value"),
     "contexts_embeddinggeneration": (REFERENCE, "one model per namespace for everyone; the "

@@ -15,6 +15,7 @@ Idempotent by construction:
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -75,6 +76,9 @@ class Target:
     context: Context | None = None
     default_owner: object | None = None
     job: IngestionJob | None = None  # whose findings of secrets these are
+    # A git source's sync: the commit the files are read at, recorded on each document
+    # written (``source_commit``) and in each fragment version's metadata.
+    commit: str | None = None
 
 
 @dataclass
@@ -192,14 +196,32 @@ class Ingestor:
         self._generations = {ns: indexing.active_generation(ns) for ns in indexing.NAMESPACES}
 
     # -- driving -------------------------------------------------------------------------------
-    def run(self, files: Iterable[SourceFile | Skipped]) -> Stats:
+    def run(self, files: Iterable[SourceFile | Skipped], *, removed: Iterable[str] = (),
+            moved: dict[str, str] | None = None) -> Stats:
         """Ingest ``files`` — one run at a time per document set (target_lock: a second run
-        into the same repository waits, then finds the first's rows)."""
+        into the same repository waits, then finds the first's rows).
+
+        Before them (a git source's sync, which knows what changed): the documents at
+        ``removed`` paths are gone — their fragments retired —, and each document ``moved``
+        from an old path to a new one takes the new path, keeping its fragments, to be read
+        again there (its files should be among ``files``). Both are idempotent: a path with
+        no document is nothing to do, a move already made is not made twice."""
         with target_lock.one_run_per_target(
                 self.target.org.pk, self.target.repository.pk if self.target.repository else None,
-                on_wait=self._waited):
+                on_wait=self._waited), self._provenance():
+            if moved:
+                self._move(moved)
+            self._remove(self._documents().filter(path__in=list(removed)))
             self._load_dedup_index()
             return self._run(files)
+
+    def _provenance(self):
+        return (fragment_service.versions_record(commit=self.target.commit)
+                if self.target.commit else contextlib.nullcontext())
+
+    def _documents(self):
+        return SourceDocument.objects.filter(org=self.target.org,
+                                             repository=self.target.repository)
 
     def _waited(self, seconds: float) -> None:
         self.stats.warnings.append({"path": "", "reason": (
@@ -292,9 +314,7 @@ class Ingestor:
         return Planned(source, doc, chunks, document, secrets=found)
 
     def _document(self, path: str) -> SourceDocument | None:
-        return SourceDocument.objects.filter(org=self.target.org,
-                                             repository=self.target.repository,
-                                             path=path).first()
+        return self._documents().filter(path=path).first()
 
     def _fail(self, path: str, reason: str) -> None:
         self.stats.errors.append({"path": path, "reason": reason[:500]})
@@ -495,7 +515,8 @@ class Ingestor:
                   "front_links": list(doc.front_matter.get("links") or []),
                   "authored_at": source.authored_at,
                   "content_hash": document_hash(doc, source.kind),
-                  "size_bytes": len(source.raw), "changed_at": timezone.now()}
+                  "size_bytes": len(source.raw), "changed_at": timezone.now(),
+                  "source_commit": self.target.commit}
         if document is None:
             return SourceDocument.objects.create(org=self.target.org,
                                                  repository=self.target.repository,
@@ -544,6 +565,12 @@ class Ingestor:
             fragment = fragment_service.edit_fragment(
                 SYSTEM, existing, based_on_version=existing.version, body=chunk_.text,
                 title=chunk_.title, reason=f"re-ingested from {doc.path}", **chunk_fields)
+            if fragment.status == FragmentStatus.RETIRED:
+                # Retired when its file went away (or its chunk did), and now back at the same
+                # path and anchor: active again, as a fresh ingest's would be. A superseded one
+                # stays superseded — a person replaced it.
+                fragment = fragment_service.restore_fragment(
+                    SYSTEM, fragment, reason=f"back in {doc.path}")
         else:
             fragment = fragment_service.create_fragment(
                 SYSTEM, self.target.scope, uid=plan.uid, body=chunk_.text, title=chunk_.title,
@@ -604,14 +631,36 @@ class Ingestor:
     # -- removals and citation links ------------------------------------------------------------
     def _prune(self) -> None:
         """Documents of this target the walk no longer yields: their fragments are retired."""
-        gone = SourceDocument.objects.filter(org=self.target.org,
-                                             repository=self.target.repository).exclude(
-            path__in=self._seen_paths)
-        for document in gone:
+        self._remove(self._documents().exclude(path__in=self._seen_paths))
+
+    def _remove(self, documents) -> None:
+        """These documents are gone: their fragments retired (unless another source still
+        holds them), the rows deleted — one transaction per document."""
+        for document in documents:
             with transaction.atomic(), fragment_service.indexing_handled_by_caller():
                 for pointer in document.pointers.select_related("fragment"):
                     self._drop_pointer(pointer)
                 document.delete()
+
+    def _move(self, moved: dict[str, str]) -> None:
+        """Each document at an old path takes its new one, fragments and history kept (a
+        SourcePointer is (document, anchor)); its content hash is cleared so the file is read
+        again under the new path — a code chunk's header names the path, and the language and
+        the policy's kind follow it. Where a document already holds the new path, the old one
+        is removed instead. (A rename goes from a path the old tree had to one it had not, so
+        no move waits for another.) A move an earlier, interrupted run made is recognised by
+        the document at the new path having been read at this run's commit."""
+        documents = self._documents()
+        rows = dict(documents.filter(path__in=[*moved, *moved.values()])
+                    .values_list("path", "source_commit"))
+        for old, new in sorted(moved.items()):
+            if old not in rows or (self.target.commit and rows.get(new) == self.target.commit):
+                continue  # no document to move, or moved already
+            if new in rows:
+                self._remove(documents.filter(path=old))
+            else:
+                documents.filter(path=old).update(path=new, content_hash="",
+                                                  source_commit=self.target.commit)
 
     def _write_links(self) -> None:
         """Citation edges from every document's recorded links — derived from the database,

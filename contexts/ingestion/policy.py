@@ -165,12 +165,12 @@ def scoped_patterns(directory: str, text: str) -> list[str]:
             anchored = body.startswith("/") or "/" in body.rstrip("/")
             body = f"{prefix}/{body.lstrip('/')}" if anchored else f"{prefix}/**/{body}"
             stripped = ("!" if negate else "") + body
-        if _valid(stripped):
+        if valid_pattern(stripped):
             out.append(stripped)
     return out
 
 
-def _valid(pattern: str) -> bool:
+def valid_pattern(pattern: str) -> bool:
     """git skips a pattern it cannot parse; so does the walk, rather than fail on one line of
     someone's ignore file (``[z-a]``, a lone ``!``)."""
     try:
@@ -228,6 +228,17 @@ def load(root: Path) -> Policy:
     return Policy(kinds=parse(raw.decode("utf-8", errors="replace")))
 
 
+def from_blob(raw: bytes | None) -> Policy:
+    """The policy of a commit's tree, from the bytes of its policy file (None: it has none) —
+    a git source's sync reads no work tree. Raises :class:`PolicyError` as :func:`load`."""
+    if raw is None:
+        return Policy()
+    if len(raw) > MAX_POLICY_BYTES:
+        raise PolicyError(POLICY_FILE, None, f"too large: {len(raw)} bytes > limit "
+                                             f"{MAX_POLICY_BYTES}; a policy file is small")
+    return Policy(kinds=parse(raw.decode("utf-8", errors="replace")))
+
+
 def parse(text: str) -> list[tuple[str, str]]:
     """``[kinds]`` entries (pattern, kind), in file order. Raises :class:`PolicyError`."""
     try:
@@ -255,7 +266,7 @@ def parse(text: str) -> list[tuple[str, str]]:
             raise PolicyError(POLICY_FILE, line, f"unknown kind {kind!r} for {pattern!r}; "
                                                  f"known kinds: {', '.join(known)}")
         if (not pattern.strip() or pattern.startswith(("!", "#")) or ".." in pattern.split("/")
-                or not _valid(pattern)):
+                or not valid_pattern(pattern)):
             raise PolicyError(POLICY_FILE, line, f"{pattern!r} is not a path pattern below "
                                                  "the root (gitignore syntax, no '!' or '..')")
         entries.append((pattern, kind))

@@ -14,7 +14,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import subprocess
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -71,7 +71,7 @@ def git_metadata(root: Path) -> dict[str, tuple[str, dt.datetime]]:
     try:
         result = subprocess.run(
             ["git", *git_tree.SAFE_CONFIG, "-C", str(root), "log", "--name-only", "--no-renames",
-             "--format=\x1e%an\x1f%aI"],
+             LOG_FORMAT],
             capture_output=True, text=True, timeout=120, check=False,
         )
         if result.returncode != 0:
@@ -81,8 +81,18 @@ def git_metadata(root: Path) -> dict[str, tuple[str, dt.datetime]]:
             capture_output=True, text=True, check=False, timeout=30).stdout.strip()
     except (OSError, subprocess.TimeoutExpired):
         return {}
+    return parse_log(result.stdout, prefix)
+
+
+# ``git log --name-only --no-renames`` in this format: one record per commit, newest first.
+LOG_FORMAT = "--format=\x1e%an\x1f%aI"
+
+
+def parse_log(output: str, prefix: str = "") -> dict[str, tuple[str, dt.datetime]]:
+    """path → (author, time) of the newest commit naming it in a ``git log`` of
+    :data:`LOG_FORMAT` (paths relative to ``prefix``, the walked directory in its work tree)."""
     found: dict[str, tuple[str, dt.datetime]] = {}
-    for record in result.stdout.split("\x1e")[1:]:
+    for record in output.split("\x1e")[1:]:
         header, _, names = record.partition("\n")
         author, _, when = header.partition("\x1f")
         try:
@@ -166,10 +176,27 @@ def _listed_files(root: Path, listing: git_tree.Listing, rules: Policy, *,
                           policy.NOT_UTF8)
             continue
         names.append((rel, tracked))
-    # Ignore files first, shallower first: each applies to every listed path below it.
-    for rel, _ in sorted(names, key=lambda entry: entry[0].count("/")):
-        if PurePosixPath(rel).name == policy.IGNORE_FILE and _plain(rel):
-            _add_ignore_file(root, str(PurePosixPath(rel).parent), rules)
+    for rel in ignore_files(rel for rel, _ in names):
+        _add_ignore_file(root, str(PurePosixPath(rel).parent), rules)
+    for item in _select(names, rules, root=root, include_untracked=include_untracked):
+        if isinstance(item, Skipped):
+            yield item
+        elif os.path.lexists(root / item):  # not deleted meanwhile
+            yield root / item
+
+
+def ignore_files(paths: Iterable[str]) -> list[str]:
+    """The ``.contextsignore`` files among ``paths``, shallower first: each applies to every
+    path below it, and a deeper one has the last word on its subtree."""
+    found = [rel for rel in paths if PurePosixPath(rel).name == policy.IGNORE_FILE and _plain(rel)]
+    return sorted(found, key=lambda rel: rel.count("/"))
+
+
+def _select(names: Iterable[tuple[str, bool]], rules: Policy, *, root: Path | None,
+            include_untracked: bool = False) -> Iterator[str | Skipped]:
+    """The listed names (path, tracked) a walk goes on to read, or why a name or one of its
+    directories is left out. ``root`` is the work tree (None for a commit's tree, which holds
+    no instance data and nothing untracked)."""
     verdicts: dict[str, str | bool | None] = {}  # directory → reason, False (quietly) or None
     for rel, tracked in names:
         if not _plain(rel):
@@ -194,8 +221,8 @@ def _listed_files(root: Path, listing: git_tree.Listing, rules: Policy, *,
             if rel.endswith("/") or ingestible(name) or policy.has_control_character(name):
                 yield Skipped(policy.printable(rel), policy.UNTRACKED)
             continue
-        if not rel.endswith("/") and os.path.lexists(root / rel):  # not deleted meanwhile
-            yield root / rel
+        if not rel.endswith("/"):
+            yield rel
 
 
 def _plain(rel: str) -> bool:
@@ -205,13 +232,13 @@ def _plain(rel: str) -> bool:
     return not rel.startswith("/") and all(part not in ("", ".", "..") for part in parts)
 
 
-def _directory_reason(root: Path, rel: str, name: str, rules: Policy, *,
+def _directory_reason(root: Path | None, rel: str, name: str, rules: Policy, *,
                       ignored: bool = False) -> str | bool | None:
     """Why the walk does not enter a directory: a reason to record, ``False`` to leave it out
     without a word (hidden, or ``ignored`` by a .gitignore), or ``None`` to enter it."""
     if name in SKIP_DIRS:
         return VENDORED
-    if is_protected(root / rel):
+    if root is not None and is_protected(root / rel):
         return INSTANCE_DATA
     if name.startswith(".") or ignored:
         return False
@@ -244,21 +271,11 @@ def ingestible(name: str) -> bool:
 def _one(root: Path, file: Path, max_bytes: int, meta: dict[str, tuple[str, dt.datetime]],
          rules: Policy | None = None) -> Iterator[SourceFile | Skipped]:
     rel = file.relative_to(root).as_posix()
-    verdict = policy.Verdict()
-    if rules is not None:
-        if policy.has_control_character(rel):
-            yield Skipped(policy.printable(rel), policy.CONTROL_CHARACTER)
-            return
-        verdict = rules.excluded(rel)
-        # A lock file is named even though its format is never ingested: it is the exclusion
-        # people look for when an answer quotes a dependency version.
-        if verdict.reason and (ingestible(file.name) or verdict.reason == policy.LOCK_FILE):
-            yield Skipped(rel, verdict.reason)
-            return
-        if verdict.reason:
-            return
-    if not ingestible(file.name):
-        return  # not a format we ingest at all: not worth a line in the report
+    verdict = _by_name(rel, rules)
+    if not isinstance(verdict, policy.Verdict):
+        if verdict is not None:
+            yield verdict
+        return
     try:
         raw = read_beneath(root, file, max_bytes)
     except (Unsafe, ValueError) as exc:  # a link out of the root, a FIFO, too large
@@ -267,6 +284,33 @@ def _one(root: Path, file: Path, max_bytes: int, meta: dict[str, tuple[str, dt.d
     except OSError as exc:
         yield Skipped(rel, f"unreadable: {exc.strerror}")
         return
+    yield _by_content(rel, raw, meta, rules, verdict)
+
+
+def _by_name(rel: str, rules: Policy | None) -> policy.Verdict | Skipped | None:
+    """What a file's path alone says: the verdict to read it under, why it is left out
+    (:class:`Skipped`), or None — not a format we ingest, or an exclusion not worth a line in
+    the report. ``rules`` None: a file the caller chose by name (no policy)."""
+    name = PurePosixPath(rel).name
+    verdict = policy.Verdict()
+    if rules is not None:
+        if policy.has_control_character(rel):
+            return Skipped(policy.printable(rel), policy.CONTROL_CHARACTER)
+        verdict = rules.excluded(rel)
+        # A lock file is named even though its format is never ingested: it is the exclusion
+        # people look for when an answer quotes a dependency version.
+        if verdict.reason and (ingestible(name) or verdict.reason == policy.LOCK_FILE):
+            return Skipped(rel, verdict.reason)
+        if verdict.reason:
+            return None
+    if not ingestible(name):
+        return None  # not a format we ingest at all: not worth a line in the report
+    return verdict
+
+
+def _by_content(rel: str, raw: bytes, meta: dict[str, tuple[str, dt.datetime]],
+               rules: Policy | None, verdict: policy.Verdict) -> SourceFile | Skipped:
+    """The file read (its path passed :func:`_by_name`), or why its content keeps it out."""
     author, when = meta.get(rel, ("", None))
     kind = rules.kind_for(rel) if rules is not None else None
     source = checked(SourceFile(rel, raw, author, when, kind),
@@ -275,7 +319,45 @@ def _one(root: Path, file: Path, max_bytes: int, meta: dict[str, tuple[str, dt.d
         reason = policy.content_reason(rel, raw.decode("utf-8", errors="replace"))
         if reason:
             source = Skipped(rel, reason)
-    yield source
+    return source
+
+
+def from_tree(paths: Iterable[str], *, sizes: Mapping[str, int],
+              read: Callable[[list[str]], Mapping[str, bytes]], rules: Policy, max_bytes: int,
+              meta: dict[str, tuple[str, dt.datetime]],
+              batch_bytes: int = 16 * 1024 * 1024) -> Iterator[SourceFile | Skipped]:
+    """Files of a commit's tree (``contexts.ingestion.git_sync``: read from a repository's
+    objects, no work tree) under the rules of a walk of its checkout — the same directories,
+    exclusions, kinds and content rules, the same reasons — so that a sync ingests what a path
+    job of that checkout would. ``paths`` are the files to consider (all of the tree, or those
+    a diff names), ``sizes`` their sizes in bytes; ``rules`` hold the tree's policy file and
+    every ``.contextsignore`` in it (:func:`ignore_files`). ``read`` gives the bytes of a batch
+    of paths, called with at most about ``batch_bytes`` at a time."""
+    names = sorted(((rel, True) for rel in paths), key=lambda entry: entry[0].split("/"))
+    wanted: list[tuple[str, policy.Verdict]] = []
+    for item in _select(names, rules, root=None):
+        if isinstance(item, Skipped):
+            yield item
+            continue
+        verdict = _by_name(item, rules)
+        if not isinstance(verdict, policy.Verdict):
+            if verdict is not None:
+                yield verdict
+            continue
+        if sizes[item] > max_bytes:
+            yield Skipped(item, f"too large: {sizes[item]} bytes > limit {max_bytes}")
+            continue
+        wanted.append((item, verdict))
+    batch: list[tuple[str, policy.Verdict]] = []
+    total = 0
+    for position, (rel, verdict) in enumerate(wanted):
+        batch.append((rel, verdict))
+        total += sizes[rel]
+        if position + 1 == len(wanted) or total + sizes[wanted[position + 1][0]] > batch_bytes:
+            contents = read([name for name, _ in batch])
+            for name, kept in batch:
+                yield _by_content(name, contents[name], meta, rules, kept)
+            batch, total = [], 0
 
 
 def from_uploads(files: Iterable[tuple[str, bytes]], *,

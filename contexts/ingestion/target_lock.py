@@ -32,6 +32,7 @@ logger = logging.getLogger(__name__)
 # Advisory-lock namespaces (beside JOB_LOCK_SPACE = 7301): the key's second half is the id.
 REPOSITORY_DOCUMENTS_LOCK_SPACE = 7302
 ORGANIZATION_DOCUMENTS_LOCK_SPACE = 7303
+SOURCE_LOCK_SPACE = 7304  # one sync at a time per git source (its mirror, its commit)
 POLL_SECONDS = (0.1, 2.0)  # first and longest pause between attempts while another run holds it
 STILL_WAITING_EVERY_SECONDS = 60.0
 
@@ -69,6 +70,26 @@ def one_run_per_target(org_id: int, repository_id: int | None,
         on_wait(time.monotonic() - started)
     try:
         yield
+    finally:
+        _unlock(key)
+
+
+@contextmanager
+def one_sync_per_source(source_id: int, *, wait: bool) -> Iterator[bool]:
+    """Hold a git source's lock for the body (``contexts.ingestion.git_sync``): True when held;
+    False at once when another sync has it and ``wait`` is off (a second delivery of the same
+    task, beat's and a person's at once), else after waiting for it. Its documents' lock is
+    taken inside, by the ingestion run."""
+    key = SOURCE_LOCK_SPACE, source_id % 2**31
+    attempts = 0
+    while not _try_lock(key):
+        if not wait:
+            yield False
+            return
+        attempts += 1
+        time.sleep(min(POLL_SECONDS[0] * 2 ** (attempts - 1), POLL_SECONDS[1]))
+    try:
+        yield True
     finally:
         _unlock(key)
 

@@ -1,5 +1,6 @@
-"""The core data model: fragments with immutable versions, their sources, pins, links,
-embeddings, nudges and the audit log. See ``docs/data-model.md``."""
+"""The core data model: fragments with immutable versions, their sources (documents, and the
+git repositories followed), pins, links, embeddings, nudges and the audit log. See
+``docs/data-model.md``."""
 
 from contexts.models.audit import AuditEvent
 from contexts.models.bundles import Context, ContextOwner, ContextSubscription
@@ -27,6 +28,7 @@ from contexts.models.proposals import (
 )
 from contexts.models.secrets import SecretAction, SecretFinding, SecretOrigin
 from contexts.models.sources import SourceDocument, SourcePointer
+from contexts.models.sources_git import Source, SourceKind, SourceState
 from contexts.models.traces import RetrievalTrace
 from contexts.models.uploads import UploadBlob
 
@@ -63,7 +65,10 @@ __all__ = [
     "SecretAction",
     "SecretFinding",
     "SecretOrigin",
+    "Source",
     "SourceDocument",
+    "SourceKind",
+    "SourceState",
     "SourcePointer",
     "StalenessScan",
     "UploadBlob",

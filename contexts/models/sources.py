@@ -25,6 +25,9 @@ class SourceDocument(models.Model):
     links = models.JSONField(default=list, blank=True, help_text="link targets in the text")
     front_links = models.JSONField(default=list, blank=True,
                                    help_text="link targets from front matter")
+    # A git source's document (contexts.models.sources_git): the commit its content was last
+    # read at — the commit its citations' permalinks name. None for every other document.
+    source_commit = models.CharField(max_length=64, null=True, blank=True)
 
     class Meta:
         ordering = ["path"]

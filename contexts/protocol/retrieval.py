@@ -75,6 +75,14 @@ class SourceSerializer(serializers.Serializer):
     repository = serializers.CharField(allow_null=True)
     anchor = serializers.CharField()
     lines = serializers.ListField(child=serializers.IntegerField(allow_null=True))
+    commit = serializers.CharField(
+        allow_null=True,
+        help_text="for a file of a git source (docs/sources.md): the commit its text was read "
+                  "at; null otherwise")
+    url = serializers.CharField(
+        allow_null=True,
+        help_text="a permalink to those lines at that commit, when the source has a web URL "
+                  "template; null otherwise")
 
 
 class FragmentOutSerializer(serializers.Serializer):
@@ -118,7 +126,8 @@ def fragment_payload(item: ComposedFragment) -> dict:
     source = None
     if first is not None:
         source = {"path": first.path, "repository": first.repository, "anchor": first.anchor,
-                  "lines": [first.start_line, first.end_line]}
+                  "lines": [first.start_line, first.end_line], "commit": first.commit,
+                  "url": first.url}
     return {
         "id": fragment.public_id,
         "doc_id": f"{first.path}#{first.anchor}" if first else None,

@@ -169,6 +169,8 @@ class Citation(NamedTuple):
     anchor: str
     start_line: int | None
     end_line: int | None
+    commit: str | None = None  # a git source's document: the commit it was read at
+    url: str | None = None     # its permalink, when the source has a template
 
 
 @dataclass

@@ -165,6 +165,24 @@ def visibility_scope_ids(fragment: Fragment) -> list[int]:
     return sorted(ids)
 
 
+# Inside versions_record(): facts about where this block's writes come from (a git source's
+# commit), added to the metadata of every version written in it.
+_provenance: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar(
+    "fragment_version_provenance", default=None)
+
+
+@contextmanager
+def versions_record(**facts: Any) -> Iterator[None]:
+    """Every version written inside the block records ``facts`` in its metadata — a git
+    source's sync records the commit its text was read at (``{"commit": sha}``), whichever
+    door below writes the version (a new fragment, a re-ingested text, front matter)."""
+    token = _provenance.set({**(_provenance.get() or {}), **facts})
+    try:
+        yield
+    finally:
+        _provenance.reset(token)
+
+
 def _write_version(fragment: Fragment, editor: Any, reason: str) -> FragmentVersion:
     version = _version_row(fragment, editor, reason)
     version.save()
@@ -187,6 +205,7 @@ def _version_row(fragment: Fragment, editor: Any, reason: str) -> FragmentVersio
             "negative": fragment.negative,
             "owner": fragment.owner.get_username() if fragment.owner_id else None,
             "chunker_version": fragment.chunker_version,
+            **(_provenance.get() or {}),
         },
         editor=principal_user(editor),
         reason=reason,

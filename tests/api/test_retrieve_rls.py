@@ -23,7 +23,7 @@ from contexts.services.rls import RETRIEVAL_ROLE, pg_int_array
 # What retrieval reads. The trace and the use counters are writes after the answer.
 READ_TABLES = re.compile(r"\b(contexts_fragment|contexts_embedding|contexts_embeddinggeneration"
                          r"|contexts_pin|contexts_sourcepointer|contexts_sourcedocument"
-                         r"|accounts_persona)\b")
+                         r"|contexts_source|accounts_persona)\b")
 
 
 class Recorder:

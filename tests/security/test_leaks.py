@@ -914,11 +914,15 @@ def test_unreadable_ids_answer_exactly_like_missing_ones(warm, leak_stats, spec,
 # that holds text (versions, audit, traces, nudges, the embedding partitions) is refused.
 UNGUARDED = {"accounts_scope", "accounts_repository", "contexts_embeddinggeneration"}
 # A persona's compose weights and half-lives, read by retrieval (migration 0021): no text.
+# A git source's permalink template, joined to the citations (migration 0031): not its URL,
+# which may hold a credential.
 COLUMNS_GRANTED = {("accounts_persona", column)
-                   for column in ("id", "w_r", "w_f", "w_c", "w_p", "halflife_days")}
-# Guarded through the fragment they name (migration 0013).
+                   for column in ("id", "w_r", "w_f", "w_c", "w_p", "halflife_days")} | {
+    ("contexts_source", column) for column in ("org_id", "repository_id", "web_url_template")}
+# Guarded through the fragment they name (migration 0013); a git source through its repository
+# or a readable document of it (0031).
 GUARDED = {"contexts_fragment", "contexts_embedding", "contexts_pin", "contexts_sourcepointer",
-           "contexts_sourcedocument"}
+           "contexts_sourcedocument", "contexts_source"}
 TEXT_TABLES = ["contexts_fragmentversion", "contexts_auditevent", "contexts_retrievaltrace",
                "contexts_nudge", "contexts_fragment_contexts"]
 
