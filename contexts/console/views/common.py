@@ -64,7 +64,7 @@ def org_context(request: HttpRequest, org: Organization | None, active: str = ""
         "nav_active": active,
         "can_administer_org": bool(org) and seen.may("administer", org.scope),
         # Tech leads and administrators: the Review item with its count of open proposals
-        # (counted only when the layout shows it).
+        # (counted only when the layout shows it), and the Sources item.
         "can_review_org": bool(org) and seen.may("pin", org.scope),
         "review_open": (lambda: proposals.open_count(request.user, org)) if org else 0,
         **extra,
