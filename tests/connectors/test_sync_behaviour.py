@@ -289,3 +289,42 @@ def test_a_citations_permalink_is_read_under_row_level_security(git_repo, world,
                                            end_line=citation.end_line)
     assert any(re.search(r"FROM contexts_source\b", sql) for sql, _, _ in recorder.statements)
     assert recorder.reads_outside(request.scope_ids) == []
+
+
+def test_a_node_without_the_mirror_and_a_rewritten_branch_converge_too(git_repo, world,
+                                                                        helpers):
+    """The mirror is a cache: a worker that has none (another node, a wiped disk) fetches its
+    own and goes on from the commit the database names; a branch rewritten under the source
+    (a force-push) is diffed from the commit applied last while this node still has it, and
+    synced as a whole tree where it does not — the same state either way. A symbolic link is
+    not followed."""
+    from contexts.ingestion.git_mirror import Mirror
+
+    git_repo.commit("first", {"docs/a.md": "# A\n\nalphaword " + helpers.prose("a") + "\n",
+                              "docs/b.md": "# B\n\nbetaword " + helpers.prose("b") + "\n"})
+    (git_repo.root / "docs" / "link.md").symlink_to("a.md")
+    git_repo.commit("a link")
+    source = world.source(git_repo, "web")
+    first = run_sync(source.pk)
+    assert not first.error and first.skipped == 1
+    assert "docs/link.md" not in helpers.snapshot(source.repository)["documents"]
+
+    shutil.rmtree(Mirror.of(source.public_id).path)  # another node
+    git_repo.commit("second", {"docs/c.md": "# C\n\ngammaword " + helpers.prose("c") + "\n"})
+    second = run_sync(source.pk)
+    assert not second.error and not second.full and second.added == 1
+
+    for number, wipe in enumerate((False, True)):
+        git_repo.git("commit", "-q", "--amend", "-m", f"rewritten {number}")
+        (git_repo.root / "docs" / "b.md").write_text("# B\n\nbetaword " + helpers.prose(
+            f"b{number}") + "\n")
+        git_repo.git("add", "-A")
+        git_repo.git("commit", "-q", "--amend", "-m", f"rewritten {number}")
+        git_repo.commits.append(git_repo.git("rev-parse", "HEAD").strip())
+        if wipe:
+            shutil.rmtree(Mirror.of(source.public_id).path)
+        result = run_sync(source.pk)
+        assert not result.error and result.full == wipe and result.modified == 1
+        fresh = world.source(git_repo, f"fresh{number}")
+        assert not run_sync(fresh.pk).error
+        assert helpers.snapshot(source.repository) == helpers.snapshot(fresh.repository)
