@@ -27,7 +27,8 @@ DOCS = Path(__file__).resolve().parents[2] / "docs"
 # A few of this repository's documents: enough for the first sync to embed real text, few
 # enough that the suite does not pay for all of docs/ (31 files, 562 texts: ≈100 s here; the
 # measurement on all of them is in docs/sources.md).
-SAMPLE = ("api.md", "ingestion.md", "scale-out.md")
+SAMPLE = ("adr/0001-embedded-services-for-one-machine.md",
+          "adr/0003-tantivy-for-the-lexical-leg.md", "adr/0006-degrade-reads-refuse-writes.md")
 
 
 @pytest.fixture
@@ -54,7 +55,7 @@ def test_an_unchanged_repository_is_synced_without_embedding(git_repo, world, en
     leaves out applies an empty diff — neither calls the model."""
     (git_repo.root / "docs").mkdir()
     for name in SAMPLE:
-        shutil.copy(DOCS / name, git_repo.root / "docs" / name)
+        shutil.copy(DOCS / name, git_repo.root / "docs" / Path(name).name)
     git_repo.commit("the docs")
     source = world.source(git_repo, "docs", exclude=["scratch/"])
 
