@@ -208,7 +208,11 @@ class _Sync:
             return self._failed(f"{len(stats.errors)} file(s) could not be ingested at "
                                 f"{head[:12]}, so the commit is not marked applied: {shown}"
                                 + (f" (and {more} more)" if more > 0 else ""))
-        self.mirror.keep(head)
+        try:
+            self.mirror.keep(head)
+        except GitError as exc:  # only a guard against garbage collection: the sync stands
+            logger.warning("source %s: could not keep %s in the mirror: %s", source.public_id,
+                           head[:12], exc)
         return self._succeeded(head)
 
     def _plan(self, head: str) -> tuple[Iterable[SourceFile | Skipped], list[str],
