@@ -2,13 +2,12 @@
 committed to with a fixed author (``GIT_*`` environment variables), synced into real
 PostgreSQL through the real pipeline.
 
-Helpers are handed out as fixtures (tests cannot import conftest reliably)."""
+The text generators are the ingestion tests' (``tests/ingestion/conftest.py``), handed out
+with the helpers here as one fixture."""
 
 from __future__ import annotations
 
-import random
 import subprocess
-import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
@@ -20,49 +19,13 @@ from accounts.permissions import SYSTEM
 from contexts.models import Fragment, FragmentStatus, Source, SourceDocument, SourcePointer
 from contexts.usecases.sources import AddGitSource, add_source
 from tests.factories import OrganizationFactory, RepositoryFactory
-
-WORDS = (
-    "account action agent alert archive audit backlog balance batch bucket budget buffer "
-    "build burst cache capacity channel client cluster commit config consumer context counter "
-    "cursor daemon database deadline decision deploy device digest disk domain drain driver "
-    "engine error event expire export factor failure feature filter flag flush format frame "
-    "gateway graph guard handler header health history host index input instance interval "
-    "journal key label latency layer ledger limit listener load lock machine memory merge "
-    "metric mirror model module monitor network node offset operator option order origin "
-    "output owner packet page parser partition patch payload peer period pipeline policy pool "
-    "primary probe process profile proxy publish quota queue range ratio reader record "
-    "region release replica report request reserve resource response restart retry review "
-    "rollout route runtime sample scale schedule schema search segment sender server service "
-    "session shard signal snapshot socket span stage state status storage stream summary "
-    "switch table target task tenant thread ticket timeout token topic trace traffic tunnel "
-    "update upgrade upload usage value vector version volume warning window worker writer zone"
-).split()
+from tests.ingestion.conftest import prose
+from tests.ingestion.conftest import py_function as sample_function
 
 
-def prose(seed: str, words: int = 120) -> str:
-    """A deterministic paragraph, different for every seed (no two near-duplicates)."""
-    rng = random.Random(seed)
-    sentences, current = [], []
-    for _ in range(words):
-        current.append(rng.choice(WORDS))
-        if len(current) >= rng.randint(8, 16):
-            sentences.append(" ".join(current).capitalize() + ".")
-            current = []
-    if current:
-        sentences.append(" ".join(current).capitalize() + ".")
-    return textwrap.fill(" ".join(sentences), width=90)
-
-
-def py_function(name: str, steps: int = 12, *, tweak: str = "") -> str:
-    rng = random.Random(name)
-    lines = [f"def {name}(values, limit):", f'    """{name.replace("_", " ")}."""']
-    for i in range(steps):
-        a, b, c = rng.sample(WORDS, 3)
-        lines.append(f"    {a}_{b} = {c}(values, limit, step={i})")
-    if tweak:
-        lines.append(f"    {tweak}")
-    lines.append("    return values")
-    return "\n".join(lines) + "\n"
+def py_function(name: str, *, tweak: str = "") -> str:
+    """A Python function of its own chunk (``tests/ingestion/conftest.py``'s generator)."""
+    return sample_function(name, "value", tweak=tweak)
 
 
 GIT_IDENTITY = {
