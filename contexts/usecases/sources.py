@@ -25,6 +25,7 @@ from django.utils import timezone
 from accounts.lookups import find_in_org, find_org
 from accounts.models import Organization, Repository
 from accounts.permissions import SYSTEM, may, principal_user
+from contexts.ids import InvalidId, parse_public_id
 from contexts.ingestion import git_sync, server_paths
 from contexts.ingestion.git_mirror import check_branch
 from contexts.ingestion.git_sync import SyncResult
@@ -153,6 +154,10 @@ def _org(principal: Any, ref: str) -> Organization:
 
 
 def _source(principal: Any, public_id: str, org_ref: str | None) -> Source:
+    try:
+        parse_public_id(public_id, "source")
+    except InvalidId:  # a NUL or a newline: no such source, before any query
+        raise Refused("no such source among those you manage") from None
     source = (Source.objects.select_related("org__scope", "repository")
               .filter(public_id=public_id).first())
     if org_ref is not None and source is not None:

@@ -85,6 +85,9 @@ def test_source_add_refuses_what_it_cannot_follow(world, tmp_path):
     with pytest.raises(CommandError, match="already follows"):
         run("add", "--git", "https://example.com/s.git", "--org", "acme", "--repo", "web")
     assert run("sync", Source.objects.get().public_id).startswith("queued a sync of src_")
+    for hostile in ("src_\x00abc", "src_nosuchsource1", "../etc"):
+        with pytest.raises(CommandError, match="no such source|among those you manage"):
+            run("sync", hostile, "--wait")
 
 
 @pytest.fixture
