@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import PurePosixPath
 
 from . import _schema as s
@@ -194,9 +195,11 @@ _ERROR_SHAPES = (
 _ERROR = re.compile("|".join(f"(?:{shape})" for shape in _ERROR_SHAPES), re.MULTILINE)
 
 
+@lru_cache(maxsize=64)
 def looks_like_error(query: str) -> bool:
     """Whether the query is (or holds) a pasted error, stack or log line: the one rule for the
-    lexical leg's message clauses and the fusion's `error_like` feature."""
+    lexical leg's message clauses and the fusion's `error_like` feature. Both ask it of the same
+    query in one request (≈0.6 ms for a 4,000-character one), so the second answer is cached."""
     return _ERROR.search(query) is not None
 
 
