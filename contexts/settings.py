@@ -417,6 +417,14 @@ RETRIEVAL = {
     # Where the query's forward pass runs: "process" (a child per web process, in parallel
     # with the request's own work) or "thread". See contexts/retrieval/query_encoder.py.
     "query_encoder": env_str("CONTEXTS_QUERY_ENCODER", "process"),
+    # Concurrent queries are encoded in one forward pass (contexts/retrieval/batching.py): up to
+    # encoder_max_batch of them, collected for at most encoder_batch_wait_ms — and only while
+    # the encoder is busy, so a query that arrives alone never waits.
+    "encoder_max_batch": env_int("CONTEXTS_ENCODER_MAX_BATCH", 16),
+    "encoder_batch_wait_ms": float(env_str("CONTEXTS_ENCODER_BATCH_WAIT_MS", "2")),
+    # Query vectors kept per node in Redis (contexts/retrieval/vector_cache.py): slots of a
+    # direct-mapped cache, ~1.6 KB each for a 384-dimensional model; 0 switches it off.
+    "query_vector_cache_slots": env_int("CONTEXTS_QUERY_VECTOR_CACHE_SLOTS", 16384),
     "reranker": env_str("CONTEXTS_RERANKER", "none"),          # none | cross-encoder
     "cross_encoder": env_str("CONTEXTS_CROSS_ENCODER", ""),    # local path or cached model id
     "max_query_chars": env_int("CONTEXTS_MAX_QUERY_CHARS", 4000),
@@ -426,6 +434,15 @@ RETRIEVAL = {
 # Candidates an HNSW search keeps (pgvector's hnsw.ef_search, default 40): at least the dense
 # leg's depth, so that its top 100 is what an exact search would return (docs/retrieval-quality.md).
 HNSW_EF_SEARCH = env_int("CONTEXTS_HNSW_EF_SEARCH", 200)
+# How embeddings are stored and searched: "vector" (float32) or "halfvec" (float16, half the
+# memory and disk; docs/performance.md has both measured). Changing it needs
+# `manage.py vector_storage` (contexts/management/commands/vector_storage.py).
+EMBEDDING_STORAGE = env_str("CONTEXTS_EMBEDDING_STORAGE", "vector").strip().lower()
+if EMBEDDING_STORAGE not in ("vector", "halfvec"):
+    from django.core.exceptions import ImproperlyConfigured
+
+    raise ImproperlyConfigured("CONTEXTS_EMBEDDING_STORAGE must be vector or halfvec, "
+                               f"not {EMBEDDING_STORAGE!r}")
 # Defaults when neither the request nor the persona says otherwise.
 DEFAULT_WEIGHTS = {"w_r": 0.7, "w_f": 0.15, "w_c": 0.1, "w_p": 0.05}
 FRESHNESS_HALFLIFE_DAYS = {"policy": 365.0, "default": 90.0}
