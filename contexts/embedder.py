@@ -12,7 +12,7 @@ import signal
 import socket
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache
 from importlib import metadata
@@ -122,9 +122,13 @@ class Embedder:
         return found
 
     def encode_query(self, text: str) -> np.ndarray:
-        # One short text gains almost nothing from a second core (MiniLM, 2 cores: 17.3 ms on
-        # one thread, 16.0 on two), and the request's own work runs on that core meanwhile.
-        return self.encode([text], threads=1)[0]
+        return self.encode_queries([text])[0]
+
+    def encode_queries(self, texts: Sequence[str]) -> np.ndarray:
+        # On one thread: one short text gains almost nothing from a second core (MiniLM, 2
+        # cores: 17.3 ms on one thread, 16.0 on two), and with a web process and its encoder
+        # per core, each encoder keeps to its own.
+        return self.encode(texts, threads=1)
 
 
 @cache
@@ -133,37 +137,56 @@ def _load(location: str, name: str, version: str) -> Embedder:
 
 
 def encode_query_with(specs: Sequence[ModelSpec], text: str) -> list[np.ndarray]:
-    """``text`` embedded by each model: what the query-encoder process runs (it needs no
-    Django, so a spawned interpreter can import and call it)."""
-    return [_load(spec.location, spec.name, spec.version).encode_query(text) for spec in specs]
+    """``text`` embedded by each model (one query, here and now)."""
+    return encode_queries_with(specs, [text])[0]
 
 
-def serve_queries(sock: socket.socket) -> None:
+def encode_queries_with(specs: Sequence[ModelSpec], texts: Sequence[str]
+                        ) -> list[list[np.ndarray]]:
+    """Each of ``texts`` embedded by each model, in one forward pass per model: per text, one
+    vector per spec. What the query encoder's batches run (``contexts.batching``); it needs no
+    Django, so a spawned interpreter can import and call it."""
+    per_spec = [_load(spec.location, spec.name, spec.version).encode_queries(texts)
+                for spec in specs]
+    return [[vectors[n] for vectors in per_spec] for n in range(len(texts))]
+
+
+def serve_queries(sock: socket.socket, max_batch: int = 1, wait: float = 0.0) -> None:
     """The query-encoder child's loop (``contexts.retrieval.query_encoder``):
     ``(ticket, specs, text)`` in, ``(ticket, vectors | error, done_at)`` out, in order, as
     ``contexts.frames`` frames. ``done_at`` is ``time.monotonic()``, which every process on the
     machine shares. The child blocks on its socket; the parent bounds its own side.
 
+    This thread reads queries; a :class:`contexts.batching.Batcher` encodes them, those that
+    arrive together in one pass (up to ``max_batch``, held open at most ``wait`` seconds), and
+    writes the answers in the order the queries came.
+
     Signals meant for the web server's process group (Ctrl-C, a stop) are left to the parent:
     the child ends when the parent closes the socket or dies, so it never dies mid-answer."""
+    from contexts.batching import Batcher
+
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+    def answer(ticket: int) -> Callable[[object], None]:
+        def send(result: object) -> None:
+            try:
+                frames.send(sock, (ticket, result, time.monotonic()))
+            except OSError:
+                pass  # the web process is gone: the reading thread ends the child
+            except Exception:  # noqa: BLE001 - an error that does not pickle: say so instead
+                frames.send(sock, (ticket, RuntimeError(repr(result)), time.monotonic()))
+        return send
+
+    batcher = Batcher(lambda specs, texts: encode_queries_with(specs, texts),
+                      max_batch=max_batch, wait=wait)
     with sock:
         while True:
             try:
                 ticket, specs, text = frames.recv(sock)
             except (EOFError, OSError):
                 return  # the web process is gone
-            try:
-                answer: list[np.ndarray] | BaseException = encode_query_with(specs, text)
-            except Exception as exc:  # noqa: BLE001 - reported to the caller, who falls back
-                answer = exc
-            try:
-                frames.send(sock, (ticket, answer, time.monotonic()))
-            except OSError:
-                return
-            except Exception:  # noqa: BLE001 - an error that does not pickle: say so instead
-                frames.send(sock, (ticket, RuntimeError(repr(answer)), time.monotonic()))
+            batcher.submit(tuple(specs), text, answer(ticket))
 
 
 def load_embedder(name_or_path: str) -> Embedder:

@@ -146,9 +146,6 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
-    # First: starts a retrieval's forward pass as the request arrives, for credentials this
-    # process has just seen authenticate (contexts/api/early.py, ADR 0009).
-    "contexts.api.early.EarlyEmbeddingMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "contexts.availability.AvailabilityMiddleware",
@@ -176,15 +173,15 @@ if WEB_THREADS < 1:
 # A web process collects young objects every this many allocations (0: Python's default of
 # 700); see contexts/serving.py.
 GC_THRESHOLD = env_int("CONTEXTS_GC_THRESHOLD", 20_000)
-# When a retrieval's trace row, use counts and metrics are written: "next-request" (queued,
-# run while this process's next retrieval waits for its query vector, or after 50 ms idle) or
-# "after-response" (in the response's close()); see contexts/api/after_response.py.
-DEFERRED_WRITES = env_str("CONTEXTS_DEFERRED_WRITES", "next-request")
-if DEFERRED_WRITES not in ("next-request", "after-response"):
+# A retrieval's trace row, use counts and metrics are written in its response's close(), each
+# statement bounded by this many milliseconds (statement_timeout, lock_timeout), so a stuck
+# database cannot hold a web worker; see contexts/api/after_response.py.
+AFTER_RESPONSE_TIMEOUT_MS = env_int("CONTEXTS_AFTER_RESPONSE_TIMEOUT_MS", 500)
+if AFTER_RESPONSE_TIMEOUT_MS < 1:
     from django.core.exceptions import ImproperlyConfigured
 
-    raise ImproperlyConfigured("CONTEXTS_DEFERRED_WRITES must be next-request or "
-                               f"after-response, not {DEFERRED_WRITES!r}")
+    raise ImproperlyConfigured("CONTEXTS_AFTER_RESPONSE_TIMEOUT_MS must be at least 1, not "
+                               f"{AFTER_RESPONSE_TIMEOUT_MS}")
 
 TEMPLATES = [
     {

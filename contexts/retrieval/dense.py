@@ -19,9 +19,9 @@ from accounts.sql import model_columns
 from contexts.embedder import resolve_model
 from contexts.indexing import NAMESPACES, active_generation, embedder_for
 from contexts.models import EmbeddingGeneration
-from contexts.models.embeddings import GenerationState
+from contexts.models.embeddings import EMBEDDING_DIM, GenerationState
 from contexts.models.fragments import FragmentStatus
-from contexts.retrieval import query_encoder
+from contexts.retrieval import query_encoder, vector_cache
 from contexts.retrieval.legs import Collected
 from contexts.retrieval.rows import (
     COLUMNS,
@@ -89,8 +89,9 @@ def embed_query(query: str, gens: dict[str, EmbeddingGeneration]
 
 
 class QueryEmbedding:
-    """The query's vectors, being computed (``contexts.retrieval.query_encoder``) from the
-    moment this is created, while the caller does other work.
+    """The query's vectors: from the node's cache (``vector_cache``) when an earlier request
+    asked the same, else being computed (``contexts.retrieval.query_encoder``) from the moment
+    this is created, while the caller does other work.
 
     It starts with the configured models before the active generations are even read; a
     generation built with another model (mid re-embed) gets its vector when asked for.
@@ -101,12 +102,30 @@ class QueryEmbedding:
         names = model_names if model_names is not None else settings.EMBEDDING_MODELS.values()
         self._specs = list({spec.name: spec for spec in map(resolve_model, names)}.values())
         self._started = time.monotonic()
-        self._pending = query_encoder.Pending(self._specs, query)
+        cached = vector_cache.get(self._specs, query)
+        self._pending: query_encoder.Pending | None = None
+        self._computed: tuple[list[np.ndarray], float] | None = None
+        if cached is not None:
+            self._computed = (cached, time.monotonic())
+        else:
+            self._pending = query_encoder.Pending(self._specs, query)
+
+    @property
+    def source(self) -> str:
+        """Where the vectors came from: ``cache`` or ``encoder`` (the trace says which)."""
+        return "encoder" if self._pending is not None else "cache"
+
+    def _vectors(self) -> tuple[list[np.ndarray], float]:
+        if self._computed is None:
+            assert self._pending is not None
+            self._computed = self._pending.result()
+            vector_cache.put(self._specs, self.query, self._computed[0])
+        return self._computed
 
     def result(self, gens: dict[str, EmbeddingGeneration]
                ) -> tuple[dict[tuple[int, ...], np.ndarray], float]:
         """(generation ids → vector, milliseconds from start until the vectors were ready)."""
-        computed, done_at = self._pending.result()
+        computed, done_at = self._vectors()
         vectors = dict(zip((spec.name for spec in self._specs), computed, strict=True))
         return ({ids: vectors[name] if name in vectors
                  else embedder_for(generation).encode_query(self.query)
@@ -120,6 +139,18 @@ def vector_literal(vector: np.ndarray) -> str:
 
 def _excluded(statuses: Collection[str]) -> list[str]:
     return [s for s in FragmentStatus.values if s not in statuses]
+
+
+def distance_order(column: str, vector: str, storage: str | None = None) -> str:
+    """The cosine distance the HNSW index of ``settings.EMBEDDING_STORAGE`` orders by: the
+    column itself (``vector``), or its float16 cast, which is what the expression index of
+    ``manage.py vector_storage --to halfvec`` holds — the planner uses an index only for the
+    very expression it was built on. Only the order comes from the index: the similarities
+    returned are computed on the float32 column."""
+    if (storage or settings.EMBEDDING_STORAGE) == "halfvec":
+        cast = f"halfvec({EMBEDDING_DIM})"
+        return f"({column}::{cast}) <=> {vector}::{cast}"
+    return f"{column} <=> {vector}::vector"
 
 
 # Top-k of one model's generations. Fragments that may not be returned are excluded through a
@@ -143,7 +174,7 @@ _TOP_K_SQL = """
             FROM contexts_embedding e
             WHERE e.org_id = %(org)s AND e.generation_id = ANY(%(generations)s)
               AND e.scope_ids && %(scopes)s::int[] {excluding}
-            ORDER BY e.embedding <=> %(vector)s::vector
+            ORDER BY {order_by}
             LIMIT %(passages)s
         ) passages
         GROUP BY fragment_id
@@ -164,12 +195,14 @@ _EXCLUDING_SQL = ("AND e.fragment_id NOT IN (SELECT id FROM contexts_fragment "
 
 def top_k_query(org_id: int, generation_ids: tuple[int, ...], vector: np.ndarray,
                 scope_ids: Collection[int], k: int,
-                statuses: tuple[str, ...] = STATUS_ACTIVE) -> tuple[str, dict]:
+                statuses: tuple[str, ...] = STATUS_ACTIVE,
+                storage: str | None = None) -> tuple[str, dict]:
     """SQL and parameters of one model's top-``k`` ``(fragment_id, similarity)`` rows
     (:class:`DenseLeg` joins the candidates' columns to them). Must run inside
     :func:`contexts.services.rls.retrieval_scope`."""
     excluded = _excluded(statuses)
-    sql = _TOP_K_SQL.format(excluding=_EXCLUDING_SQL if excluded else "")
+    sql = _TOP_K_SQL.format(excluding=_EXCLUDING_SQL if excluded else "",
+                            order_by=distance_order("e.embedding", "%(vector)s", storage))
     return sql, {"vector": vector_literal(vector), "org": org_id,
                  "generations": list(generation_ids), "scopes": pg_int_array(scope_ids),
                  "excluded": excluded, "k": k, "passages": PASSAGES_PER_RESULT * k,
@@ -249,4 +282,4 @@ class PendingDense:
         ranked = search(self.request, vectors, rows)
         timings["dense_search"] = _ms(searched)
         timings["dense"] = round(timings["embed_query"] + timings["dense_search"], 2)
-        return Collected(ranked, timings)
+        return Collected(ranked, timings, source={"query_vector": self.embedding.source})

@@ -6,7 +6,8 @@ the forward pass and the request's own Python take turns (measured on 2 cores: a
 took 30 ms beside scope resolution). A child process per web process — spawned when the web
 entry point loads (``warm``) or on first use, holding its own copy of the model — runs it truly
 in parallel. ``CONTEXTS_QUERY_ENCODER=thread`` keeps everything in-process (less memory, no
-child).
+child). Either way, queries that arrive together are encoded in one forward pass
+(``contexts.batching``; ``CONTEXTS_ENCODER_MAX_BATCH``, ``CONTEXTS_ENCODER_BATCH_WAIT_MS``).
 
 The child is driven over one socket pair, written and read by the request's own thread: no
 helper thread stands between them. (A ``ProcessPoolExecutor`` hands each call to its feeder
@@ -34,34 +35,47 @@ import threading
 import time
 from collections import deque
 from collections.abc import Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 
 import numpy as np
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 from contexts import frames
-from contexts.embedder import ModelSpec, encode_query_with, resolve_model, serve_queries
+from contexts.batching import Batcher
+from contexts.embedder import (
+    ModelSpec,
+    encode_queries_with,
+    encode_query_with,
+    resolve_model,
+    serve_queries,
+)
 
 logger = logging.getLogger(__name__)
 
 MODES = ("process", "thread")
-# Seconds: a child this late with its first answer is treated as hung. Generous, because that
-# answer includes loading torch and the model, which took over 30 s with four children starting
-# on two busy cores; a dead child is noticed at once (its socket closes).
-LOAD_TIMEOUT = 120.0
-# Seconds for each later answer: a forward pass takes ~15 ms, and at most IN_FLIGHT are queued.
-ANSWER_TIMEOUT = 10.0
+# Seconds: a child this late with its first answer (start-up: loading torch and the model) is
+# treated as hung. Loading took over 30 s with four children starting on two busy cores; a dead
+# child is noticed at once (its socket closes).
+LOAD_TIMEOUT = 45.0
+# Seconds for each later answer (steady state): a forward pass takes ~15 ms for one query and
+# well under a second for a full batch of long ones, and at most IN_FLIGHT are queued. A child
+# that misses it is replaced, and the request embeds in-process meanwhile.
+ANSWER_TIMEOUT = 5.0
 # Seconds for a send: the socket has room for IN_FLIGHT queries, so only a child that stopped
 # reading ever makes a send wait.
 SEND_TIMEOUT = 2.0
 # Queries sent and not yet answered, at most. A sender that would exceed it reads first, so the
 # child never has more than this many answers (a few KB each) to write: well within the
-# socket's buffer, which it therefore never fills.
-IN_FLIGHT = 8
+# socket's buffer, which it therefore never fills. At least a batch's worth for a process's
+# request threads (CONTEXTS_WEB_THREADS).
+IN_FLIGHT = 16
 
-# Embedder.encode serialises forward passes per model, so more threads would only queue.
-_threads = ThreadPoolExecutor(max_workers=2, thread_name_prefix="embed-query")
+
+def batch_limits() -> tuple[int, float]:
+    """(most queries per forward pass, seconds a batch may be held open)."""
+    return (max(1, settings.RETRIEVAL["encoder_max_batch"]),
+            max(0.0, settings.RETRIEVAL["encoder_batch_wait_ms"]) / 1000)
 
 
 def mode() -> str:
@@ -97,8 +111,9 @@ class Child:
         self._reader, child_end = socket.socketpair()
         # Sending and receiving threads each set their own timeouts: two socket objects.
         self._writer = self._reader.dup()
-        self.process = context.Process(target=serve_queries, args=(child_end,), daemon=True,
-                                       name="contexts-query-encoder")
+        max_batch, wait = batch_limits()
+        self.process = context.Process(target=serve_queries, args=(child_end, max_batch, wait),
+                                       daemon=True, name="contexts-query-encoder")
         self.process.start()
         child_end.close()
         self.owner = os.getpid()  # a child does not survive a fork of its parent
@@ -289,6 +304,24 @@ def warm() -> None:
         child().submit(specs, "", wanted=False)
 
 
+_batcher: Batcher | None = None
+_batcher_owner = 0  # a batcher's thread does not survive a fork
+_batcher_lock = threading.Lock()
+
+
+def in_process() -> Batcher:
+    """This process's own batching encoder (the ``thread`` mode, and the fallback when the
+    child is unavailable)."""
+    global _batcher, _batcher_owner
+    with _batcher_lock:
+        if _batcher is None or _batcher_owner != os.getpid():
+            max_batch, wait = batch_limits()
+            _batcher = Batcher(encode_queries_with, max_batch=max_batch, wait=wait,
+                               name="contexts-embed-query")
+            _batcher_owner = os.getpid()
+        return _batcher
+
+
 class Pending:
     """A query being embedded; :meth:`result` waits for the vectors."""
 
@@ -308,15 +341,19 @@ class Pending:
                 logger.warning("query encoder process unavailable (%s); embedding in-process",
                                exc)
                 self._child = None
-        self._future = _threads.submit(encode_query_with, self.specs, text)
-        self._future.add_done_callback(self._stamp)
+        self._future = Future()
+        in_process().submit(tuple(self.specs), text, self._settle)
 
     def __del__(self) -> None:
         if self._child is not None and self._ticket is not None:
             self._child.abandon(self._ticket)
 
-    def _stamp(self, _future: Future) -> None:
+    def _settle(self, result: object) -> None:
         self._done_at = time.monotonic()
+        if isinstance(result, BaseException):
+            self._future.set_exception(result)
+        else:
+            self._future.set_result(result)
 
     def result(self) -> tuple[list[np.ndarray], float]:
         """One vector per spec, and when they were ready (``time.monotonic()``)."""

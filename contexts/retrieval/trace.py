@@ -62,6 +62,9 @@ def build_trace(request: RetrievalRequest, result: RetrievalResult,
                           for ns, g in generations.items()},
             **({"lexical_index": result.sources["lexical"]} if "lexical" in result.sources
                else {}),
+            # "cache" when the node had this query's vector (contexts/retrieval/vector_cache.py)
+            **({"query_vector": result.sources["dense"]["query_vector"]}
+               if "dense" in result.sources else {}),
         },
         timings_ms=result.timings_ms,
         degraded=result.degraded,
