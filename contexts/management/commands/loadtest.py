@@ -6,6 +6,11 @@ as ``make run`` does), with the production throttle left on. Every client has it
 a fleet of 16 stays far below the per-token rate; a 429 is reported separately, and counts as an
 error. Exits non-zero if any request failed.
 
+In the same run it then measures the machine's **raw capacity** for the same questions: the
+batched query encoder, tantivy and pgvector driven in-process by as many caller threads as
+there are clients, with no HTTP, authentication or traces (``contexts.raw_capacity``). The last
+line reads ``throughput … req/s, raw capacity … req/s, ratio …; p50 … ms, p99 … ms; errors …``.
+
 The organization must have content: ``demo`` (the default) is created and seeded the way
 ``make run`` seeds it (``manage.py bootstrap``: this repository ingested into ``demo/contexts``),
 with the ingestion run here instead of on a worker. With ``--url`` the tokens are minted in
@@ -26,8 +31,9 @@ from django.core.management.base import BaseCommand, CommandError
 from accounts.lookups import find_org
 from accounts.models import Organization
 from accounts.tokens import create_token, revoke_token
+from contexts import raw_capacity
 from contexts.embedded import EmbeddedServiceError, EmbeddedStack
-from contexts.loadtest import Ask, gunicorn, report_lines, run_load
+from contexts.loadtest import Ask, gunicorn, percentile, report_lines, run_load
 from contexts.management.commands.bootstrap import DEMO_ORG
 from contexts.models import Fragment, FragmentStatus, IngestionJob, JobState
 from contexts.usecases import ingestion
@@ -88,6 +94,10 @@ class Command(BaseCommand):
             finally:
                 for token, _ in tokens:
                     revoke_token(token)
+            self.stdout.write(f"raw capacity: {clients} caller threads, {workers} batching "
+                              f"encoders, for {warmup:.0f} s warm-up + {duration:.0f} s …")
+            raw = raw_capacity.measure(organization, asks, clients=clients, workers=workers,
+                                       duration=duration, warmup=warmup)
         finally:
             stack.stop_started()
         fragments = Fragment.objects.filter(org=organization,
@@ -97,6 +107,15 @@ class Command(BaseCommand):
                           f"{url or f'gunicorn with {workers} workers (ASGI)'}")
         for line in report_lines(result):
             self.stdout.write(line)
+        self.stdout.write("raw capacity (in-process: batched encoder + tantivy + pgvector)")
+        for line in report_lines(raw):
+            self.stdout.write("  " + line)
+        ratio = result.rate / raw.rate if raw.rate else 0.0
+        latencies = result.latencies_ms or [0.0]
+        self.stdout.write(
+            f"throughput {result.rate:.1f} req/s, raw capacity {raw.rate:.1f} req/s, "
+            f"ratio {ratio:.2f}; p50 {percentile(latencies, 0.5):.1f} ms, "
+            f"p99 {percentile(latencies, 0.99):.1f} ms; errors {result.errors}")
         if not result.requests:
             raise CommandError("no request was answered in the measured time")
         failed = result.errors + sum(result.warmup_errors.values())

@@ -1,0 +1,115 @@
+"""The raw capacity of this machine for a set of retrievals: the batched query encoder, tantivy
+and pgvector driven in-process at a given concurrency, with no HTTP, authentication, scope
+resolution, fusion or traces — what ``manage.py loadtest`` divides its throughput by.
+
+The same parts as the server, sized the same way: one encoder child per web worker (each
+batching what its callers send together, ``contexts.batching``), callers spread over them as
+the server's clients are spread over its workers; each caller thread has its own database
+connection. Scopes are resolved once per distinct scope before the clock starts.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Sequence
+
+from django.conf import settings
+from django.db import connection
+
+from accounts.models import Organization
+from accounts.permissions import SYSTEM
+from contexts.embedder import resolve_model
+from contexts.indexing import lexical_index
+from contexts.loadtest import Ask, LoadResult
+from contexts.retrieval import dense, query_encoder
+from contexts.services.rls import pg_int_array
+from contexts.usecases import retrieval
+
+DEPTH = 100  # each leg's candidates, as the endpoint's default k_lexical / k_dense
+_VECTOR_SQL = ("SELECT fragment_id FROM contexts_embedding WHERE org_id = %s "
+               "AND generation_id = ANY(%s) AND scope_ids && %s::int[] "
+               "ORDER BY embedding <=> %s::vector LIMIT %s")
+
+
+def _scope_ids(ask: Ask) -> tuple[int, ...]:
+    command = retrieval.Retrieve(query=ask.query, scope=retrieval.ScopeRef(**ask.scope),
+                                 budget_tokens=ask.budget_tokens, k_lexical=DEPTH,
+                                 k_dense=DEPTH, rerank_top=0)
+    return tuple(sorted(retrieval.plan(SYSTEM, command).request.scope_ids))
+
+
+class _Parts:
+    """One retrieval's raw parts; shared by the caller threads."""
+
+    def __init__(self, organization: Organization, workers: int) -> None:
+        self.org_id = organization.pk
+        names = settings.EMBEDDING_MODELS.values()
+        self.specs = list({spec.name: spec for spec in map(resolve_model, names)}.values())
+        self.generations = [ids for ids, _generation in
+                            dense._by_model(dense.generations()).values() if ids]
+        self.index = lexical_index(organization)
+        self.encoders = [query_encoder.Child() for _ in range(workers)]
+        for encoder in self.encoders:  # started and loaded before the clock
+            encoder.answer(encoder.submit(self.specs, "warm up"))
+
+    def run(self, caller: int, text: str, scope_ids: Sequence[int]) -> None:
+        encoder = self.encoders[caller % len(self.encoders)]
+        vectors, _done_at = encoder.answer(encoder.submit(self.specs, text))
+        self.index.search(text, allowed_scope_ids=scope_ids, limit=DEPTH)
+        with connection.cursor() as cursor:
+            for generation_ids, vector in zip(self.generations, vectors, strict=False):
+                cursor.execute(_VECTOR_SQL, [self.org_id, list(generation_ids),
+                                             pg_int_array(scope_ids),
+                                             dense.vector_literal(vector), DEPTH])
+                cursor.fetchall()
+
+    def close(self) -> None:
+        for encoder in self.encoders:
+            encoder.close(wait=2.0)
+
+
+def measure(organization: Organization, asks: Sequence[Ask], *, clients: int, workers: int,
+            duration: float, warmup: float, seed: int = 7) -> LoadResult:
+    """``clients`` closed-loop caller threads for ``warmup`` + ``duration`` seconds."""
+    scopes = {key: _scope_ids(ask) for key, ask in
+              {tuple(sorted(ask.scope.items())): ask for ask in asks}.items()}
+    parts = _Parts(organization, workers)
+    result = LoadResult(seconds=duration)
+    lock = threading.Lock()
+    begin = time.monotonic() + warmup
+    end = begin + duration
+
+    def caller(n: int) -> None:
+        rng = random.Random(seed + n)
+        try:
+            while (now := time.monotonic()) < end:
+                ask = rng.choice(asks)
+                started = time.perf_counter()
+                outcome = "200"
+                try:
+                    parts.run(n, ask.query, scopes[tuple(sorted(ask.scope.items()))])
+                except Exception as exc:  # noqa: BLE001 - counted and reported, like HTTP's
+                    outcome = type(exc).__name__
+                    if not result.first_error:
+                        result.first_error = f"{outcome}: {exc}"[:300]
+                ms = (time.perf_counter() - started) * 1000
+                if now < begin:
+                    continue
+                with lock:
+                    result.statuses[outcome] += 1
+                    result.completed_at.append(time.monotonic() - begin)
+                    result.latencies_ms.append(ms)
+        finally:
+            connection.close()  # this thread's own
+
+    threads = [threading.Thread(target=caller, args=(n,), daemon=True) for n in range(clients)]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        parts.close()
+    return result
