@@ -2,11 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
-import threading
-import time
-from collections import OrderedDict
-
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions
 from rest_framework.request import Request
@@ -25,51 +20,6 @@ def bearer_credential(header: bytes | str) -> str | None:
     return raw if raw and keyword.lower() == KEYWORD.lower() else None
 
 
-class RecentCredentials:
-    """Bearer credentials that authenticated in this process within ``ttl`` seconds and were
-    not refused since (by authentication or the throttle).
-
-    It grants nothing: every request is still authenticated and throttled. It only tells
-    :class:`contexts.api.early.EarlyEmbeddingMiddleware` that a request's forward pass may
-    start before that, because its credential is very likely good — so a caller without a
-    working credential, or one being throttled, can never make the server embed a query.
-    Credentials are kept as SHA-256 digests, at most ``size`` of them (oldest out first).
-    """
-
-    def __init__(self, ttl: float = 300.0, size: int = 10_000) -> None:
-        self.ttl, self.size = ttl, size
-        self._seen: OrderedDict[bytes, float] = OrderedDict()  # digest → monotonic expiry
-        self._lock = threading.Lock()
-
-    @staticmethod
-    def _digest(credential: str) -> bytes:
-        return hashlib.sha256(credential.encode()).digest()
-
-    def remember(self, credential: str) -> None:
-        digest = self._digest(credential)
-        with self._lock:
-            self._seen[digest] = time.monotonic() + self.ttl
-            self._seen.move_to_end(digest)
-            while len(self._seen) > self.size:
-                self._seen.popitem(last=False)
-
-    def forget(self, credential: str | None) -> None:
-        if credential:
-            with self._lock:
-                self._seen.pop(self._digest(credential), None)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._seen.clear()
-
-    def __contains__(self, credential: str) -> bool:
-        expires = self._seen.get(self._digest(credential))
-        return expires is not None and expires > time.monotonic()
-
-
-recent_credentials = RecentCredentials()
-
-
 class BearerTokenAuthentication(authentication.BaseAuthentication):
     keyword = KEYWORD
 
@@ -82,9 +32,7 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
             return None
         token = verify_token(raw)
         if token is None:
-            recent_credentials.forget(raw)
             raise exceptions.AuthenticationFailed("invalid, expired or revoked token")
-        recent_credentials.remember(raw)
         return token, token
 
     def authenticate_header(self, request: Request) -> str:

@@ -65,10 +65,6 @@ def pytest_configure(config: pytest.Config) -> None:
     settings.WHITENOISE_AUTOREFRESH = True
     # PBKDF2's deliberate slowness buys nothing in tests and costs seconds per user.
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-    # A retrieval's writes run when the test client closes its response, on the test's own
-    # connection and transaction, so a test reads them right after; the servers end-to-end
-    # tests start, and tests/api/test_after_response.py, run the default (next-request).
-    settings.DEFERRED_WRITES = "after-response"
     # Until the session's servers are up, point at a port nothing listens on: a test that
     # touched a developer's `make run` Redis would pass here and fail on a clean machine.
     settings.CACHES["default"]["LOCATION"] = "redis://127.0.0.1:9/0"

@@ -3,9 +3,6 @@
 
 from __future__ import annotations
 
-import time
-
-from django.conf import settings
 from django.http import Http404
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
@@ -15,7 +12,6 @@ from rest_framework.response import Response
 
 from accounts.models import Scope
 from accounts.scopes import readable_scopes
-from contexts.api import after_response
 from contexts.api.schema import AUTH, BODY, errors
 from contexts.ids import parse_public_id
 from contexts.models import RetrievalTrace
@@ -63,21 +59,9 @@ def visible_trace(principal, trace_id: str) -> RetrievalTrace:
     """A trace is visible to whoever may read every scope it searched."""
     trace_id = parse_public_id(trace_id, "trace_id")
 
-    def find() -> RetrievalTrace | None:
-        trace = RetrievalTrace.objects.filter(public_id=trace_id).first()
-        return trace if trace and set(trace.scope_ids) <= readable_scopes(principal) else None
-
-    trace = find()
-    if trace is None and settings.DEFERRED_WRITES == "next-request":
-        # A retrieval's answer is sent before its trace row is written: queued in this
-        # process, or written by another within IDLE_SECONDS (contexts/api/after_response.py).
-        # Missing and unreadable traces wait alike, so the timing tells nothing of existence.
-        after_response.drain()
-        trace = find()
-        if trace is None:
-            time.sleep(after_response.READ_WAIT_SECONDS)
-            trace = find()
-    if trace is None:
+    trace = RetrievalTrace.objects.filter(public_id=trace_id).first()
+    # Missing and unreadable traces answer alike: a 404 tells nothing of existence.
+    if trace is None or not set(trace.scope_ids) <= readable_scopes(principal):
         raise Http404
     return trace
 

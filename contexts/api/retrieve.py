@@ -11,8 +11,7 @@ from rest_framework.decorators import api_view, throttle_classes
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from contexts.api.after_response import drain_for_request, run_after_response
-from contexts.api.early import started_embedding
+from contexts.api.after_response import run_after_response
 from contexts.api.schema import AUTH, BODY, errors
 from contexts.protocol.retrieval import (
     RetrieveRequestSerializer,
@@ -37,13 +36,11 @@ from contexts.usecases import retrieval
 def retrieve_view(request: Request) -> Response:
     data = RetrieveRequestSerializer(data=request.data)
     data.is_valid(raise_exception=True)
-    # Started by the middleware (a credential seen authenticating), or by the use case once
-    # the body is valid: an invalid body costs no forward pass of the view's own.
-    embedding = started_embedding(request._request)
+    # Authenticated, throttled and valid by now: the use case starts the query's forward pass
+    # first thing, and resolves scopes while it runs (an invalid body costs no forward pass).
     writes: list[Callable[[], None]] = []
     result = retrieval.retrieve(request.user, retrieve_command(data.validated_data),
-                                defer=writes.append, embedding=embedding,
-                                meanwhile=drain_for_request)
+                                defer=writes.append)
     response = Response(response_payload(result))
     # The trace row, the use counters and the metrics are written once the answer is out.
     run_after_response(response, writes)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from rest_framework.throttling import SimpleRateThrottle
 
-from accounts.authentication import bearer_credential, recent_credentials
 from accounts.models import ApiToken
 from contexts.availability import cache_redis, redis_call
 from contexts.client_address import client_address
@@ -50,13 +49,7 @@ class AgentRateThrottle(SimpleRateThrottle):
         bucket = f"{key}:{window}"
         # Without Redis the request goes through: retrieval must not depend on Redis, and a
         # limit nobody can count is better lifted for a while than turned into an outage.
-        if redis_call(lambda: self._count(bucket), 0, "throttle") <= self.num_requests:
-            return True
-        if isinstance(request.user, ApiToken):
-            # Refused: its next requests must not start a forward pass before this check.
-            recent_credentials.forget(bearer_credential(request.META.get("HTTP_AUTHORIZATION",
-                                                                         "")))
-        return False
+        return redis_call(lambda: self._count(bucket), 0, "throttle") <= self.num_requests
 
     def _count(self, bucket: str) -> int:
         # One round trip: open the window's counter if it is new, then count this request.

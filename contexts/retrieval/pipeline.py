@@ -51,22 +51,19 @@ LEG_ORDER = ("dense", "lexical")
 
 
 def retrieve(request: RetrievalRequest, *, principal: Any = None, record_trace: bool = True,
-             embedding: QueryEmbedding | None = None, defer: Defer | None = None,
-             meanwhile: Callable[[], None] | None = None) -> RetrievalResult:
+             embedding: QueryEmbedding | None = None, defer: Defer | None = None
+             ) -> RetrievalResult:
     """Retrieve, trace and count one request.
 
     ``embedding``: the query's embedding, already started by a caller that had other work to
     do first (the API resolves scopes meanwhile); started here otherwise. ``defer``: where to
     hand the writes the answer does not depend on (the trace row — its id is already in the
     result — the use counters and the metrics) so that they run after the response is sent;
-    without it they run before this returns. ``meanwhile``: other work to run while the query
-    vector is computed (the API runs earlier requests' deferred writes there).
+    without it they run before this returns.
     """
     clock = _Clock()
     reranker = get_reranker(request.reranker)  # an unknown one is refused before any work
     pending = {leg.name: leg.start(request) for leg in _legs(request, embedding)}
-    if meanwhile is not None:
-        meanwhile()  # outside the row-level-security transaction: the work may write
     with retrieval_scope(request.scope_ids):
         given = inputs.read(request)
         rows = CandidateRows(request, wanted=given.pins)

@@ -105,14 +105,13 @@ def _with_weights(request: RetrievalRequest, typed: Mapping[str, float | None] |
 
 def run(principal: Any, planned: Plan, *,
         defer: Callable[[Callable[[], None]], None] | None = None,
-        embedding: dense.QueryEmbedding | None = None,
-        meanwhile: Callable[[], None] | None = None) -> RetrievalResult:
+        embedding: dense.QueryEmbedding | None = None) -> RetrievalResult:
     """The retrieval pipeline over a plan. A reranker asked for but not configured is
-    :class:`InvalidOperation` naming ``reranker``. ``defer``, ``embedding``, ``meanwhile``:
-    as in :func:`contexts.retrieval.pipeline.retrieve`."""
+    :class:`InvalidOperation` naming ``reranker``. ``defer``, ``embedding``: as in
+    :func:`contexts.retrieval.pipeline.retrieve`."""
     try:
         return run_pipeline(planned.request, principal=principal, embedding=embedding,
-                            defer=defer, meanwhile=meanwhile)
+                            defer=defer)
     except ValueError as exc:  # e.g. a cross-encoder asked for but not configured
         raise InvalidOperation(str(exc), field="reranker") from exc
 
@@ -123,18 +122,15 @@ def hint(planned: Plan, wording: Wording = API_WORDING) -> str | None:
 
 
 def retrieve(principal: Any, command: Retrieve, *,
-             defer: Callable[[Callable[[], None]], None] | None = None,
-             embedding: dense.QueryEmbedding | None = None,
-             meanwhile: Callable[[], None] | None = None) -> RetrievalResult:
+             defer: Callable[[Callable[[], None]], None] | None = None) -> RetrievalResult:
     """An agent's retrieval (REST and MCP): the bundle, with the hint when it is empty.
 
-    The query's embedding starts first (or earlier: ``embedding``, started by the caller) and
-    runs in the query encoder while scopes are resolved; a refused scope only wastes that
-    forward pass."""
-    if embedding is None or embedding.query != command.query:
-        embedding = dense.QueryEmbedding(command.query)
+    Called once the caller is authenticated and the command valid. The query's embedding
+    starts first and runs in the query encoder while scopes are resolved; a refused scope only
+    wastes that forward pass."""
+    embedding = dense.QueryEmbedding(command.query)
     planned = plan(principal, command)
-    result = run(principal, planned, defer=defer, embedding=embedding, meanwhile=meanwhile)
+    result = run(principal, planned, defer=defer, embedding=embedding)
     if not result.fragments:  # only an empty answer pays for the hint's one COUNT
         result.hint = hint(planned)
     return result
