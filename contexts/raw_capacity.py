@@ -14,12 +14,12 @@ import random
 import threading
 import time
 from collections.abc import Sequence
+from typing import Any
 
 from django.conf import settings
 from django.db import connection
 
 from accounts.models import Organization
-from accounts.permissions import SYSTEM
 from contexts.embedder import resolve_model
 from contexts.indexing import lexical_index
 from contexts.loadtest import Ask, LoadResult
@@ -33,11 +33,11 @@ _VECTOR_SQL = ("SELECT fragment_id FROM contexts_embedding WHERE org_id = %s "
                "ORDER BY embedding <=> %s::vector LIMIT %s")
 
 
-def _scope_ids(ask: Ask) -> tuple[int, ...]:
+def _scope_ids(principal: Any, ask: Ask) -> tuple[int, ...]:
     command = retrieval.Retrieve(query=ask.query, scope=retrieval.ScopeRef(**ask.scope),
                                  budget_tokens=ask.budget_tokens, k_lexical=DEPTH,
                                  k_dense=DEPTH, rerank_top=0)
-    return tuple(sorted(retrieval.plan(SYSTEM, command).request.scope_ids))
+    return tuple(sorted(retrieval.plan(principal, command).request.scope_ids))
 
 
 class _Parts:
@@ -70,10 +70,11 @@ class _Parts:
             encoder.close(wait=2.0)
 
 
-def measure(organization: Organization, asks: Sequence[Ask], *, clients: int, workers: int,
-            duration: float, warmup: float, seed: int = 7) -> LoadResult:
-    """``clients`` closed-loop caller threads for ``warmup`` + ``duration`` seconds."""
-    scopes = {key: _scope_ids(ask) for key, ask in
+def measure(principal: Any, organization: Organization, asks: Sequence[Ask], *, clients: int,
+            workers: int, duration: float, warmup: float, seed: int = 7) -> LoadResult:
+    """``clients`` closed-loop caller threads for ``warmup`` + ``duration`` seconds, over the
+    scopes ``principal`` (a load-test client's token) would be given."""
+    scopes = {key: _scope_ids(principal, ask) for key, ask in
               {tuple(sorted(ask.scope.items())): ask for ask in asks}.items()}
     parts = _Parts(organization, workers)
     result = LoadResult(seconds=duration)

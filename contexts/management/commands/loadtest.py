@@ -91,13 +91,14 @@ class Command(BaseCommand):
             try:
                 result = self._load(url, workers, [raw for _, raw in tokens], asks,
                                     duration, warmup)
+                self.stdout.write(f"raw capacity: {clients} caller threads, {workers} "
+                                  f"batching encoders, {warmup:.0f} s warm-up + "
+                                  f"{duration:.0f} s …")
+                raw = raw_capacity.measure(tokens[0][0], organization, asks, clients=clients,
+                                           workers=workers, duration=duration, warmup=warmup)
             finally:
                 for token, _ in tokens:
                     revoke_token(token)
-            self.stdout.write(f"raw capacity: {clients} caller threads, {workers} batching "
-                              f"encoders, for {warmup:.0f} s warm-up + {duration:.0f} s …")
-            raw = raw_capacity.measure(organization, asks, clients=clients, workers=workers,
-                                       duration=duration, warmup=warmup)
         finally:
             stack.stop_started()
         fragments = Fragment.objects.filter(org=organization,
@@ -126,7 +127,9 @@ class Command(BaseCommand):
         if url:
             return run_load(url.rstrip("/"), tokens, asks, duration=duration, warmup=warmup)
         self.stdout.write(f"starting gunicorn ({workers} workers) …")
-        with gunicorn(workers, asgi=True) as base_url:
+        # Keep-alive longer than priming takes: a client that waits at the start barrier while
+        # the other workers' encoders load must find its connection still open.
+        with gunicorn(workers, asgi=True, keepalive=120) as base_url:
             self.stdout.write(f"{len(tokens)} clients for {warmup:.0f} s warm-up + "
                               f"{duration:.0f} s against {base_url} …")
             return run_load(base_url, tokens, asks, duration=duration, warmup=warmup)
