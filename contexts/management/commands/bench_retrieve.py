@@ -10,31 +10,52 @@ quiet (its after-response writes done), so the raw parts never share the CPUs wi
 Realistic text: SciFact abstracts and CoSQA code snippets from the shared datasets, spread over
 three organizations with repositories, personas and contexts. The corpus is kept between runs
 (organizations ``bench-0..2``) so a rerun does not re-embed.
+
+``--orgs M`` (``--fragments 200000 --orgs 50``): a company-sized corpus instead, built once and
+kept as organizations ``bench<N>x<M>-0..M-1`` (:mod:`contexts.bench_corpus`: perturbed copies of
+the same texts, vectors derived from the real encoder's). Its report adds the filtered-HNSW
+recall@100 against an exact search for the same filters, and the sizes of tables and indexes.
+Without ``--orgs`` the command is what it was: the 10k numbers stay comparable.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import random
 import statistics
 import time
 import uuid
 from pathlib import Path
 
+import numpy as np
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
-from django.db import connection
+from django.db import connection, transaction
+from django.utils import timezone
 
 from accounts.models import Organization, Repository
 from accounts.tokens import create_token
-from contexts import follower
+from contexts import bench_corpus, follower
 from contexts.compression import packed_tokens
-from contexts.indexing import embed_fragments, lexical_index
+from contexts.indexing import (
+    active_generation,
+    embed_fragments,
+    embedder_for,
+    embedding_text_for,
+    encode_cached,
+    index_path,
+    lexical_index,
+    vector_key,
+)
 from contexts.loadtest import Ask, connect, gunicorn, percentile, retrieve
 from contexts.models import Fragment
 from contexts.models.fragments import fragment_public_id
+from contexts.owner_db import as_owner
 from contexts.retrieval import dense
 from contexts.services.fragments import content_hash
+from contexts.services.partitions import partition_name
+from contexts.services.rls import retrieval_scope
 
 DATASETS = Path(settings.BASE_DIR).parent / "shared" / "datasets"
 ORGS = 3
@@ -42,6 +63,13 @@ ORGS = 3
 # last trace row) take a few milliseconds; the raw parts must not share the CPUs with them.
 QUIET_SECONDS = 0.2
 REPOS_PER_ORG = 4
+RECALL_K = 100
+# Base texts encoded per call while the derived corpus is built (progress is printed per call).
+ENCODE_CHUNK = 512
+EMBEDDING_COLUMNS = ("org_id", "fragment_id", "fragment_version", "generation_id", "namespace",
+                     "scope_ids", "content_hash", "embedding", "passage", "created_at")
+EMBEDDING_TYPES = ("int8", "int8", "int4", "int8", "varchar", "int4[]", "varchar", "vector",
+                   "int2", "timestamptz")
 
 
 def corpus_texts(limit: int) -> list[tuple[str, str]]:
@@ -82,6 +110,14 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("--fragments", type=int, default=10000)
+        parser.add_argument("--orgs", type=int, default=None,
+                            help="build (once) and use a derived corpus of --fragments in this "
+                                 "many organizations, and report recall and sizes (default: "
+                                 "the 3-organization corpus of real vectors, as before)")
+        parser.add_argument("--build-only", action="store_true",
+                            help="with --orgs: build (or check) the corpus, measure nothing")
+        parser.add_argument("--recall-queries", type=int, default=None,
+                            help="queries for the recall measurement (default: all)")
         parser.add_argument("--queries", type=int, default=300)
         parser.add_argument("--workers", type=int, default=2)
         parser.add_argument("--block", type=int, default=20,
@@ -91,19 +127,31 @@ class Command(BaseCommand):
                                  "the Docker image do (default: contexts.wsgi, sync workers)")
 
     def handle(self, *args, fragments: int, queries: int, workers: int, block: int,
-               asgi: bool, **options) -> None:
+               asgi: bool, orgs: int | None, recall_queries: int | None, build_only: bool,
+               **options) -> None:
         for name, value in (("--fragments", fragments), ("--queries", queries),
-                            ("--workers", workers), ("--block", block)):
+                            ("--workers", workers), ("--block", block), ("--orgs", orgs or 1)):
             if value < 1:
                 raise CommandError(f"{name} must be at least 1, not {value}")
-        orgs = self._corpus(fragments)
-        tokens = {org.pk: create_token(org, "bench", [org.scope])[1] for org in orgs}
+        derived = orgs is not None
+        if derived:
+            organizations, sizes = self._derived_corpus(fragments, orgs)
+            if build_only:
+                return
+        else:
+            organizations, sizes = self._corpus(fragments), {}
+        tokens = {org.pk: create_token(org, "bench", [org.scope])[1] for org in organizations}
         asks = []
         rng = random.Random(11)
+        repos = {org.pk: list(org.repositories.all()) for org in organizations}
         for text in load_queries(queries):
-            org = rng.choice(orgs)
-            repo = rng.choice(list(org.repositories.all()))
+            # The derived corpus: a query goes to the organization of a random fragment (a large
+            # organization has more agents asking); the 3-organization one as before.
+            org = (rng.choices(organizations, weights=[sizes[o.pk] for o in organizations])[0]
+                   if derived else rng.choice(organizations))
+            repo = rng.choice(repos[org.pk])
             asks.append((org, repo, text))
+        self._vectors: dict[str, dict[tuple[int, ...], np.ndarray]] = {}
         gens = dense.generations()
         http_ms: list[float] = []
         raw_ms: list[float] = []
@@ -120,6 +168,9 @@ class Command(BaseCommand):
                 time.sleep(QUIET_SECONDS)
                 self._raw(batch, gens, raw_ms, parts)
         self._report(http_ms, raw_ms, parts, fragments, block, asgi)
+        if derived:
+            self._recall(asks[:recall_queries] if recall_queries else asks, gens, sizes)
+            self._sizes(organizations)
 
     # -- corpus --------------------------------------------------------------------------------
     def _corpus(self, total: int) -> list[Organization]:
@@ -158,6 +209,171 @@ class Command(BaseCommand):
             follower.rebuild(org.pk)
         return orgs
 
+    # -- the derived, company-sized corpus -----------------------------------------------------
+    def _derived_corpus(self, total: int, n_orgs: int
+                        ) -> tuple[list[Organization], dict[int, int]]:
+        """Organizations ``bench<total>x<n_orgs>-<i>``, built once (one transaction each, so a
+        killed build leaves whole organizations only) and reused; a rerun builds nothing."""
+        key = f"bench{total}x{n_orgs}"
+        try:
+            sizes = bench_corpus.org_sizes(total, n_orgs)
+        except ValueError as exc:
+            raise CommandError(str(exc)) from exc
+        existing = {o.slug: o for o in Organization.objects.filter(slug__startswith=f"{key}-")}
+        missing = [i for i, size in enumerate(sizes)
+                   if f"{key}-{i}" not in existing
+                   or Fragment.objects.filter(org=existing[f"{key}-{i}"]).count() != size]
+        calibration_path = Path(settings.VAR_DIR) / "bench" / f"{key}-calibration.json"
+        if missing:
+            self.stdout.write(f"building {len(missing)} of {n_orgs} organizations of {key} "
+                              f"({sum(sizes[i] for i in missing)} fragments) …")
+            bases = bench_corpus.load_bases(DATASETS)
+            if not bases:
+                raise CommandError(f"no datasets under {DATASETS}")
+            gens = {ns: active_generation(ns) for ns in ("prose", "code")}
+            vectors = self._base_vectors(bases, gens)
+            calibration = self._calibration(calibration_path, bases, vectors, gens)
+            with as_owner():  # COPY FROM is refused on a table with row-level security
+                for i in missing:
+                    if f"{key}-{i}" in existing:  # partial: cannot happen (atomic), but heal it
+                        existing[f"{key}-{i}"].delete()
+                    self._build_org(key, i, sizes[i], bases, vectors, calibration, gens)
+                with connection.cursor() as cursor:
+                    # Planner statistics now, not when autovacuum gets to it: the first
+                    # measurements would otherwise plan with an empty table's estimates.
+                    cursor.execute("ANALYZE contexts_embedding")
+                    cursor.execute("ANALYZE contexts_fragment")
+            connection.close()  # the COPY's vector adapters stay with that connection
+        elif calibration_path.exists():
+            calibration = bench_corpus.Calibration.from_json(
+                json.loads(calibration_path.read_text()))
+            self._print_calibration(calibration)
+        orgs = list(Organization.objects.filter(slug__startswith=f"{key}-"))
+        orgs.sort(key=lambda o: int(o.slug.rsplit("-", 1)[1]))
+        by_pk = {org.pk: sizes[int(org.slug.rsplit("-", 1)[1])] for org in orgs}
+        for org in orgs:  # the lexical index is this node's: rebuild it if it is not whole
+            if not follower.rebuilding(org.pk) and (
+                    not (index_path(org) / "meta.json").exists()
+                    or lexical_index(org.pk).count() != by_pk[org.pk]):
+                self.stdout.write(f"  rebuilding the lexical index of {org.slug} …")
+                follower.rebuild(org.pk)
+        self.stdout.write(f"corpus {key}: {sum(by_pk.values())} fragments in {len(orgs)} "
+                          f"organizations, largest {max(by_pk.values())}, smallest "
+                          f"{min(by_pk.values())}")
+        return orgs, by_pk
+
+    def _base_vectors(self, bases: list[bench_corpus.Base], gens: dict
+                      ) -> list[np.ndarray]:
+        """Each base text's passage vectors (rows), from the real encoder once — the vector
+        cache keeps them, so a second corpus (other sizes) encodes nothing again."""
+        texts, counts = [], []
+        for base in bases:
+            embedder = embedder_for(gens[base.namespace])
+            passages = embedder.passages(self._embedding_text(base))
+            texts += [(base.namespace, p) for p in passages]
+            counts.append(len(passages))
+        flat = np.zeros((len(texts), gens["prose"].dim), dtype=np.float32)
+        for namespace in ("prose", "code"):
+            rows = [i for i, (ns, _) in enumerate(texts) if ns == namespace]
+            for start in range(0, len(rows), ENCODE_CHUNK):
+                chunk = rows[start:start + ENCODE_CHUNK]
+                chunk_texts = [texts[i][1] for i in chunk]
+                flat[chunk] = encode_cached(gens[namespace], chunk_texts,
+                                            [vector_key(t) for t in chunk_texts])
+                self.stdout.write(f"  base vectors ({namespace}) "
+                                  f"{min(start + ENCODE_CHUNK, len(rows))}/{len(rows)}")
+        bounds = np.cumsum([0, *counts])
+        return [bench_corpus.normalise(flat[bounds[i]:bounds[i + 1]])
+                for i in range(len(bases))]
+
+    @staticmethod
+    def _embedding_text(base: bench_corpus.Base) -> str:
+        return embedding_text_for(base.title, [], base.text, namespace=base.namespace)
+
+    def _calibration(self, path: Path, bases: list[bench_corpus.Base],
+                     vectors: list[np.ndarray], gens: dict) -> bench_corpus.Calibration:
+        if path.exists():
+            calibration = bench_corpus.Calibration.from_json(json.loads(path.read_text()))
+        else:
+            self.stdout.write("calibrating the derived vectors: 200 real perturbed copies "
+                              "through the encoder …")
+            heads = np.stack([v[0] for v in vectors])
+            calibration = bench_corpus.calibrate(
+                bases, heads, embedder_for(gens["prose"]).encode, self._embedding_text)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(calibration.to_json()))
+        self._print_calibration(calibration)
+        return calibration
+
+    def _print_calibration(self, calibration: bench_corpus.Calibration) -> None:
+        self.stdout.write("derived vectors, calibration (real encoder vs derivation):")
+        for line in calibration.summary():
+            self.stdout.write(f"  {line}")
+
+    def _build_org(self, key: str, index: int, size: int, bases: list[bench_corpus.Base],
+                   vectors: list[np.ndarray], calibration: bench_corpus.Calibration,
+                   gens: dict) -> None:
+        started = time.perf_counter()
+        plan = bench_corpus.org_plan(bench_corpus.SEED, index, size, len(bases))
+        packed: dict[int, int] = {}
+        with transaction.atomic():
+            org = Organization.objects.create(slug=f"{key}-{index}", name=f"Bench {key} {index}")
+            repos = [Repository.objects.create(org=org, slug=f"repo{j}", name=f"repo{j}")
+                     for j in range(bench_corpus.repos_for(size))]
+            scopes = [org.scope] + [r.scope for r in repos]
+            batch = []
+            for slot, b in enumerate(plan):
+                base = bases[b]
+                body = bench_corpus.perturb(base.text, base.namespace,
+                                            bench_corpus.copy_rng(bench_corpus.SEED, index, slot))
+                if b not in packed:
+                    packed[b] = packed_tokens(base.text, [])
+                scope = scopes[slot % len(scopes)]
+                uid = uuid.uuid4()
+                batch.append(Fragment(
+                    uid=uid, public_id=fragment_public_id(uid), org=org, scope=scope,
+                    scope_ids=[scope.id], title=base.title, body=body,
+                    content_hash=content_hash(body), kind=base.namespace,
+                    namespace=base.namespace, token_count=len(body) // 4,
+                    # The copy's packed size scaled from its base's (0.65 ms a text saved 200k
+                    # times; a copy differs from its base by a few words).
+                    packed_tokens=max(1, round(packed[b] * len(body) / max(1, len(base.text))))))
+            created = Fragment.objects.bulk_create(batch, batch_size=2000)
+            rows = 0
+            from pgvector.psycopg import register_vector
+            connection.ensure_connection()
+            register_vector(connection.connection)
+            columns = ", ".join(EMBEDDING_COLUMNS)
+            now = timezone.now()
+            # The partition's graph is built once after the load, not by one insert per vector
+            # (what pgvector advises for a bulk load): the same index, same name and definition
+            # as contexts_create_embedding_partition() gives it.
+            hnsw = f"{partition_name(org.pk)}_hnsw"
+            with connection.cursor() as cursor:
+                cursor.execute(f'DROP INDEX IF EXISTS "{hnsw}"')
+            with connection.cursor() as cursor, cursor.cursor.copy(
+                    f"COPY contexts_embedding ({columns}) FROM STDIN (FORMAT BINARY)") as copy:
+                copy.set_types(list(EMBEDDING_TYPES))
+                for slot, (b, fragment) in enumerate(zip(plan, created, strict=True)):
+                    base = bases[b]
+                    target = calibration.draw(base.namespace, bench_corpus.copy_rng(
+                        bench_corpus.SEED, index, slot))
+                    derived = bench_corpus.derive(vectors[b], target, bench_corpus.vector_rng(
+                        bench_corpus.SEED, index, slot))
+                    generation = gens[base.namespace]
+                    for passage, vector in enumerate(derived):
+                        copy.write_row((org.pk, fragment.pk, fragment.version, generation.pk,
+                                        base.namespace, fragment.scope_ids,
+                                        fragment.content_hash, vector, passage, now))
+                        rows += 1
+            with connection.cursor() as cursor:
+                cursor.execute("SET LOCAL maintenance_work_mem = '512MB'")
+                cursor.execute(f'CREATE INDEX "{hnsw}" ON "{partition_name(org.pk)}" '
+                               "USING hnsw (embedding vector_cosine_ops)")
+        follower.rebuild(org.pk)
+        self.stdout.write(f"  {org.slug}: {size} fragments, {rows} vectors, {len(repos)} "
+                          f"repositories ({time.perf_counter() - started:.0f} s)")
+
     # -- the endpoint ---------------------------------------------------------------------------
     def _http(self, conn, asks, tokens) -> list[float]:
         timings = []
@@ -177,6 +393,7 @@ class Command(BaseCommand):
             started = time.perf_counter()
             vectors = dense.embed_query(text, gens)
             embed = time.perf_counter() - started
+            self._vectors[text] = vectors
             started = time.perf_counter()
             lexical_index(org.pk).search(text, allowed_scope_ids=allowed, limit=100)
             tantivy = time.perf_counter() - started
@@ -187,7 +404,7 @@ class Command(BaseCommand):
                     cursor.execute(
                         "SELECT fragment_id FROM contexts_embedding WHERE org_id = %s AND "
                         "generation_id = ANY(%s) AND scope_ids && %s::int[] "
-                        "ORDER BY embedding <=> %s::vector LIMIT 100",
+                        f"ORDER BY {dense.distance_order('embedding', '%s')} LIMIT 100",
                         [org.pk, list(generation_ids), "{" + ",".join(map(str, allowed)) + "}",
                          literal])
                     cursor.fetchall()
@@ -195,6 +412,126 @@ class Command(BaseCommand):
             for key, value in (("embed", embed), ("tantivy", tantivy), ("pgvector", pgvector)):
                 parts[key].append(value * 1000)
             sums.append((embed + tantivy + pgvector) * 1000)
+
+    # -- recall and sizes (the derived corpus) ---------------------------------------------------
+    def _recall(self, asks, gens, sizes: dict[int, int]) -> None:
+        """Filtered-HNSW recall@100 of the dense top-100 as the product runs it
+        (``dense.top_k_query`` in ``retrieval_scope``: iterative scan, ``HNSW_EF_SEARCH``, the
+        storage of ``EMBEDDING_STORAGE``) against the same statement on float32 with index scans
+        off — an exact search for the same organization, scopes and statuses."""
+        recalls: list[float] = []
+        largest = max(sizes, key=sizes.get)
+        largest_recalls: list[float] = []
+        hnsw_ms: list[float] = []
+        exact_ms: list[float] = []
+        short = 0
+        for org, repo, text in asks:
+            vectors = self._vectors.get(text) or dense.embed_query(text, gens)
+            allowed = [org.scope_id, repo.scope_id]
+            for generation_ids, vector in vectors.items():
+                found, hnsw = self._top_k(org.pk, generation_ids, vector, allowed, exact=False)
+                truth, exact = self._top_k(org.pk, generation_ids, vector, allowed, exact=True)
+                recall = bench_corpus.recall_at(found, truth, RECALL_K)
+                recalls.append(recall)
+                if org.pk == largest:
+                    largest_recalls.append(recall)
+                short += len(found) < min(RECALL_K, len(truth))
+                hnsw_ms.append(hnsw)
+                exact_ms.append(exact)
+        storage = settings.EMBEDDING_STORAGE
+        self.stdout.write(
+            f"\nfiltered-HNSW recall@{RECALL_K} ({storage}, ef_search {settings.HNSW_EF_SEARCH}, "
+            f"iterative scan) against exact float32, same filters, {len(recalls)} queries: "
+            f"mean {statistics.fmean(recalls):.4f}, min {min(recalls):.4f}, "
+            f"p5 {percentile(recalls, 0.05):.4f} (target ≥ 0.95); queries short of "
+            f"{RECALL_K}: {short}")
+        if largest_recalls:
+            self.stdout.write(f"  largest organization ({sizes[largest]} fragments, "
+                              f"{len(largest_recalls)} queries): mean "
+                              f"{statistics.fmean(largest_recalls):.4f}")
+        self.stdout.write(f"dense top-{RECALL_K} statement   HNSW  p50 "
+                          f"{statistics.median(hnsw_ms):7.1f} ms   p95 "
+                          f"{percentile(hnsw_ms, 0.95):7.1f} ms")
+        self.stdout.write(f"                          exact p50 {statistics.median(exact_ms):7.1f}"
+                          f" ms   p95 {percentile(exact_ms, 0.95):7.1f} ms")
+        org, repo, text = next(a for a in asks if a[0].pk == largest) if largest_recalls \
+            else asks[0]
+        vectors = self._vectors.get(text) or dense.embed_query(text, gens)
+        generation_ids, vector = next(iter(vectors.items()))
+        self.stdout.write(f"plan in {org.slug}: "
+                          + self._plan(org.pk, generation_ids, vector,
+                                       [org.scope_id, repo.scope_id]))
+
+    @staticmethod
+    def _top_k(org_id: int, generation_ids, vector, allowed, *, exact: bool
+               ) -> tuple[list[int], float]:
+        sql, params = dense.top_k_query(org_id, generation_ids, vector, allowed, RECALL_K,
+                                        storage="vector" if exact else None)
+        with retrieval_scope(allowed), connection.cursor() as cursor:
+            if exact:
+                # No index scan: the HNSW graph is never read, the ordering is computed on every
+                # row the filters keep (bitmap scans of the btree/GIN indexes stay allowed).
+                cursor.execute("SET LOCAL enable_indexscan = off")
+            started = time.perf_counter()
+            cursor.execute(sql, params)
+            ids = [row[0] for row in cursor.fetchall()]
+            return ids, (time.perf_counter() - started) * 1000
+
+    @staticmethod
+    def _plan(org_id: int, generation_ids, vector, allowed) -> str:
+        sql, params = dense.top_k_query(org_id, generation_ids, vector, allowed, RECALL_K)
+        with retrieval_scope(allowed), connection.cursor() as cursor:
+            cursor.execute("EXPLAIN " + sql, params)
+            lines = [row[0].strip() for row in cursor.fetchall()]
+        scans = [line.lstrip("-> ") for line in lines if "Scan" in line and "contexts_embedding"
+                 in line]
+        return "; ".join(scans[:2]) or lines[0]
+
+    def _sizes(self, orgs: list[Organization]) -> None:
+        """On-disk sizes of what the corpus occupies, and the memory figures they meet."""
+        names = [partition_name(org.pk) for org in orgs]
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT count(*), coalesce(sum(pg_table_size(c.oid)), 0) FROM pg_class c "
+                "WHERE c.relname = ANY(%s)", [names])
+            partitions, heap = cursor.fetchone()
+            cursor.execute(
+                "SELECT am.amname, pg_get_indexdef(x.indexrelid) LIKE '%%halfvec%%', count(*), "
+                "sum(pg_relation_size(x.indexrelid)) FROM pg_index x "
+                "JOIN pg_class t ON t.oid = x.indrelid JOIN pg_class i ON i.oid = x.indexrelid "
+                "JOIN pg_am am ON am.oid = i.relam WHERE t.relname = ANY(%s) "
+                "GROUP BY 1, 2 ORDER BY 1, 2", [names])
+            indexes = cursor.fetchall()
+            cursor.execute("SELECT count(*) FROM contexts_embedding WHERE org_id = ANY(%s)",
+                           [[org.pk for org in orgs]])
+            vectors = cursor.fetchone()[0]
+            cursor.execute("SELECT pg_table_size('contexts_fragment'), "
+                           "pg_indexes_size('contexts_fragment'), "
+                           "(SELECT count(*) FROM contexts_fragment)")
+            fragment_table, fragment_indexes, fragment_rows = cursor.fetchone()
+            memory = {}
+            for name in ("shared_buffers", "effective_cache_size", "maintenance_work_mem"):
+                cursor.execute("SELECT pg_size_bytes(current_setting(%s))", [name])
+                memory[name] = cursor.fetchone()[0]
+        tantivy = sum(path.stat().st_size for org in orgs
+                      for path in index_path(org).rglob("*") if path.is_file())
+        self.stdout.write(f"\nsizes ({len(orgs)} organizations, {partitions} embedding "
+                          f"partitions, {vectors} vectors):")
+        self.stdout.write(f"  embeddings, table (heap + TOAST)   {_mb(heap)}")
+        hnsw = 0
+        for am, halfvec, count, size in indexes:
+            label = f"{am} ({'halfvec expression' if halfvec else 'vector'})" \
+                if am == "hnsw" else am
+            hnsw += size if am == "hnsw" else 0
+            self.stdout.write(f"  embeddings, {label:<22} {_mb(size)} ({count} indexes)")
+        self.stdout.write(f"  fragments, table (all {fragment_rows} rows) {_mb(fragment_table)}"
+                          f", its indexes {_mb(fragment_indexes)}")
+        self.stdout.write(f"  tantivy indexes on disk            {_mb(tantivy)}")
+        ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        self.stdout.write(
+            f"  memory: HNSW {_mb(hnsw)} against shared_buffers {_mb(memory['shared_buffers'])}"
+            f" ({hnsw / memory['shared_buffers']:.1f}×), effective_cache_size "
+            f"{_mb(memory['effective_cache_size'])}, RAM {_mb(ram)}")
 
     def _report(self, http_ms, raw_ms, parts, fragments, block, asgi) -> None:
         p50, p95 = statistics.median(http_ms), percentile(http_ms, 0.95)
@@ -215,3 +552,7 @@ class Command(BaseCommand):
                         for i in range(0, len(http_ms), block))
         self.stdout.write(f"ratio per block of {block}: min {ratios[0]:.2f}, median "
                           f"{statistics.median(ratios):.2f}, max {ratios[-1]:.2f}")
+
+
+def _mb(size: int | float) -> str:
+    return f"{size / 2**20:9.1f} MB"
