@@ -215,6 +215,10 @@ CACHES = {
         "BACKEND": "django.core.cache.backends.redis.RedisCache",
         "LOCATION": REDIS_URL or EMBEDDED_REDIS_URL,
         "KEY_PREFIX": "contexts",
+        # Bounded: the throttle, the use counters and the query-vector cache are on the
+        # request path or right after it, and a Redis that silently drops packets must cost a
+        # request half a second, not a worker (contexts.availability then skips it for 2 s).
+        "OPTIONS": {"socket_timeout": 0.5, "socket_connect_timeout": 0.5},
     }
 }
 
