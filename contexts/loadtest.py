@@ -249,3 +249,15 @@ def report_lines(result: LoadResult) -> list[str]:
     if result.first_error:
         lines.append(f"first error     {result.first_error}")
     return lines
+
+
+def capacity_line(result: LoadResult, raw: LoadResult) -> str:
+    """``manage.py loadtest``'s last line: the endpoint's throughput next to the raw capacity
+    for the same questions (``contexts.raw_capacity``), and the endpoint's latency and
+    errors (warm-up errors included)."""
+    ratio = result.rate / raw.rate if raw.rate else 0.0
+    latencies = result.latencies_ms or [0.0]
+    errors = result.errors + sum(result.warmup_errors.values())
+    return (f"throughput {result.rate:.1f} req/s, raw capacity {raw.rate:.1f} req/s, "
+            f"ratio {ratio:.2f}; p50 {percentile(latencies, 0.5):.1f} ms, "
+            f"p99 {percentile(latencies, 0.99):.1f} ms; errors {errors}")

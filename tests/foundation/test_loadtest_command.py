@@ -1,8 +1,10 @@
-"""``manage.py loadtest`` keeps working: a short run against its own gunicorn, and a failing
-target makes it exit non-zero. The real run (60 s, 16 clients) is in docs/performance.md."""
+"""``manage.py loadtest`` keeps working: a short run against its own gunicorn, then the raw
+capacity for the same questions, and a failing target makes it exit non-zero. The real run
+(60 s, 16 clients) is in docs/performance.md."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -33,6 +35,14 @@ def test_a_short_load_reports_throughput_latency_and_no_errors(services, setting
     assert " req/s " in out and "p50" in out and "p95" in out and "p99" in out
     assert "errors          0 (0.00 %)" in out
     assert "status codes    200: " in out
+    # The last line: the endpoint next to the machine's raw capacity, measured in the same run.
+    last = out.strip().splitlines()[-1]
+    match = re.fullmatch(r"throughput ([\d.]+) req/s, raw capacity ([\d.]+) req/s, "
+                         r"ratio ([\d.]+); p50 ([\d.]+) ms, p99 ([\d.]+) ms; errors (\d+)", last)
+    assert match, last
+    throughput, raw, ratio, p50, p99, errors = map(float, match.groups())
+    assert throughput > 0 and raw > 0 and errors == 0 and p50 <= p99
+    assert ratio == pytest.approx(throughput / raw, abs=0.006)
     # One token per client, minted for the run and revoked after it.
     tokens = ApiToken.objects.filter(name__startswith="loadtest-")
     assert tokens.count() == 2 and all(t.revoked_at is not None for t in tokens)

@@ -33,7 +33,7 @@ from accounts.models import Organization
 from accounts.tokens import create_token, revoke_token
 from contexts import raw_capacity
 from contexts.embedded import EmbeddedServiceError, EmbeddedStack
-from contexts.loadtest import Ask, gunicorn, percentile, report_lines, run_load
+from contexts.loadtest import Ask, capacity_line, gunicorn, report_lines, run_load
 from contexts.management.commands.bootstrap import DEMO_ORG
 from contexts.models import Fragment, FragmentStatus, IngestionJob, JobState
 from contexts.usecases import ingestion
@@ -111,12 +111,7 @@ class Command(BaseCommand):
         self.stdout.write("raw capacity (in-process: batched encoder + tantivy + pgvector)")
         for line in report_lines(raw):
             self.stdout.write("  " + line)
-        ratio = result.rate / raw.rate if raw.rate else 0.0
-        latencies = result.latencies_ms or [0.0]
-        self.stdout.write(
-            f"throughput {result.rate:.1f} req/s, raw capacity {raw.rate:.1f} req/s, "
-            f"ratio {ratio:.2f}; p50 {percentile(latencies, 0.5):.1f} ms, "
-            f"p99 {percentile(latencies, 0.99):.1f} ms; errors {result.errors}")
+        self.stdout.write(capacity_line(result, raw))
         if not result.requests:
             raise CommandError("no request was answered in the measured time")
         failed = result.errors + sum(result.warmup_errors.values())
