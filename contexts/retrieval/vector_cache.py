@@ -6,9 +6,9 @@ tokenizer ignores anyway, so the key never merges two texts that would embed dif
 
 Where: the node's Redis, which every web process of the node already talks to (the throttle,
 the cache), so a vector computed by one process answers all of them. Measured on this machine
-(docs/performance.md, "Query-vector cache"): a hit costs one GET of ~1.6 KB, ~0.1–0.2 ms,
-against a forward pass of ~17 ms; shared memory between processes would save a tenth of a
-millisecond and need its own locking and eviction.
+(docs/performance.md, "Query-vector cache"): a hit costs one GET of ~1.6 KB, 0.27 ms p50
+(0.42 ms p95) on a busy machine, against a forward pass of ~17 ms; shared memory between
+processes would save a fraction of a millisecond and need its own locking and eviction.
 
 Bounded: a direct-mapped table of ``CONTEXTS_QUERY_VECTOR_CACHE_SLOTS`` keys. A key's slot is
 a hash of it; a slot holds one entry (the key's digest and the vectors), and a new entry for
