@@ -36,6 +36,9 @@ DATASETS = Path(settings.BASE_DIR).parent / "shared" / "datasets"
 SOURCES = (("scifact", "prose"), ("cosqa", "code"))
 MAX_CHARS = 1500  # as the 10k corpus: a long abstract is cut where that one cuts it
 SEED = 2025
+# The organization index of the calibration's copies: none of a corpus's (numpy's seeds must be
+# non-negative).
+CALIBRATION = 2**31 - 1
 
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")
 # A sentence ends at . ! or ? followed by space and a capital or digit.
@@ -203,7 +206,7 @@ def calibrate(bases: Sequence[Base], heads: np.ndarray,
     rng = random.Random(f"{seed}:calibration")
     picks = rng.sample(range(len(bases)), min(sample, len(bases)))
     copies = [Base(bases[i].title, perturb(bases[i].text, bases[i].namespace,
-                                           copy_rng(seed, -1, i)), bases[i].namespace)
+                                           copy_rng(seed, CALIBRATION, i)), bases[i].namespace)
               for i in picks]
     real = normalise(np.asarray(encode([embedding_text(c) for c in copies]), dtype=np.float32))
     result = Calibration()
@@ -212,8 +215,8 @@ def calibrate(bases: Sequence[Base], heads: np.ndarray,
         cosine = float(real[row] @ heads[i])
         result.cosines.setdefault(bases[i].namespace, []).append(round(cosine, 5))
     for i in picks:
-        target = result.draw(bases[i].namespace, copy_rng(seed, -2, i))
-        vector = derive(heads[i], target, vector_rng(seed, -2, i))[0]
+        target = result.draw(bases[i].namespace, copy_rng(seed, CALIBRATION - 1, i))
+        vector = derive(heads[i], target, vector_rng(seed, CALIBRATION - 1, i))[0]
         derived_rows.append(vector)
         result.derived.setdefault(bases[i].namespace, []).append(
             round(float(vector @ heads[i]), 5))
