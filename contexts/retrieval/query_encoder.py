@@ -67,9 +67,11 @@ ANSWER_TIMEOUT = 5.0
 SEND_TIMEOUT = 2.0
 # Queries sent and not yet answered, at most. A sender that would exceed it reads first, so the
 # child never has more than this many answers (a few KB each) to write: well within the
-# socket's buffer, which it therefore never fills. At least a batch's worth for a process's
-# request threads (CONTEXTS_WEB_THREADS).
-IN_FLIGHT = 16
+# socket's buffer, which it therefore never fills. It also caps a batch from one process:
+# twice the default CONTEXTS_WEB_THREADS, so every request thread's query fits. (16 did not:
+# sixteen 2.5 KB queries overflow what a stopped child's socket takes, tests/security/
+# test_redteam_2_encoder_pipe.py.)
+IN_FLIGHT = 8
 
 
 def batch_limits() -> tuple[int, float]:
