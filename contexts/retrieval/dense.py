@@ -199,7 +199,8 @@ def top_k_query(org_id: int, generation_ids: tuple[int, ...], vector: np.ndarray
                 storage: str | None = None) -> tuple[str, dict]:
     """SQL and parameters of one model's top-``k`` ``(fragment_id, similarity)`` rows
     (:class:`DenseLeg` joins the candidates' columns to them). Must run inside
-    :func:`contexts.services.rls.retrieval_scope`."""
+    :func:`contexts.services.rls.retrieval_scope`. ``storage`` overrides
+    ``settings.EMBEDDING_STORAGE`` (``bench_retrieve``'s float32 reference)."""
     excluded = _excluded(statuses)
     sql = _TOP_K_SQL.format(excluding=_EXCLUDING_SQL if excluded else "",
                             order_by=distance_order("e.embedding", "%(vector)s", storage))
