@@ -433,7 +433,7 @@ class Command(BaseCommand):
         largest_recalls: dict[str, list[float]] = {"planned": [], "hnsw": []}
         timings: dict[str, list[float]] = {"planned": [], "hnsw": [], "exact": []}
         short = {"planned": 0, "hnsw": 0}
-        planned_hnsw = 0
+        planned_hnsw = forced_hnsw = 0
         for org, repo, text in asks:
             vectors = self._vectors.get(text) or dense.embed_query(text, gens)
             allowed = [org.scope_id, repo.scope_id]
@@ -450,16 +450,18 @@ class Command(BaseCommand):
                         largest_recalls[mode].append(recall)
                     short[mode] += len(found[mode]) < min(RECALL_K, len(found["exact"]))
                 planned_hnsw += "_hnsw" in self._plan(org.pk, generation_ids, vector, allowed)
+                forced_hnsw += "_hnsw" in self._plan(org.pk, generation_ids, vector, allowed,
+                                                     "hnsw")
         storage = settings.EMBEDDING_STORAGE
         self.stdout.write(f"\ndense recall@{RECALL_K} ({storage}, ef_search "
                           f"{settings.HNSW_EF_SEARCH}, iterative scan) against exact float32, "
                           f"same filters, {len(recalls['planned'])} queries (target ≥ 0.95):")
         labels = {"planned": f"as planned (HNSW in {planned_hnsw} plans)",
-                  "hnsw": "HNSW forced"}
+                  "hnsw": f"HNSW forced (in {forced_hnsw} plans)"}
         for mode, label in labels.items():
             values = recalls[mode]
             self.stdout.write(
-                f"  {label:<28} mean {statistics.fmean(values):.4f}, min {min(values):.4f}, "
+                f"  {label:<32} mean {statistics.fmean(values):.4f}, min {min(values):.4f}, "
                 f"p5 {percentile(values, 0.05):.4f}; short of {RECALL_K}: {short[mode]}; "
                 f"largest organization ({sizes[largest]} fragments, "
                 f"{len(largest_recalls[mode])} queries) "
@@ -477,7 +479,11 @@ class Command(BaseCommand):
                                        [org.scope_id, repo.scope_id]))
 
     # SET LOCAL statements of each way of running the dense statement (see _recall).
-    _MODES = {"planned": (), "hnsw": ("SET LOCAL enable_bitmapscan = off",
+    # "hnsw": with sorts, bitmap and sequential scans off, the only plan without a disabled
+    # node takes the passages' order from the graph (bitmap and seq scans off alone still let
+    # the planner scan the partition's btree and sort: exact); _recall counts the plans.
+    _MODES = {"planned": (), "hnsw": ("SET LOCAL enable_sort = off",
+                                      "SET LOCAL enable_bitmapscan = off",
                                       "SET LOCAL enable_seqscan = off"),
               # No index scan: the graph is never read, the ordering is computed on every row
               # the filters keep (bitmap scans of the btree/GIN indexes stay allowed).
@@ -499,10 +505,12 @@ class Command(BaseCommand):
             ids = [row[0] for row in cursor.fetchall()]
             return ids, (time.perf_counter() - started) * 1000
 
-    @staticmethod
-    def _plan(org_id: int, generation_ids, vector, allowed) -> str:
+    @classmethod
+    def _plan(cls, org_id: int, generation_ids, vector, allowed, mode: str = "planned") -> str:
         sql, params = dense.top_k_query(org_id, generation_ids, vector, allowed, RECALL_K)
         with retrieval_scope(allowed), connection.cursor() as cursor:
+            for statement in cls._MODES[mode]:
+                cursor.execute(statement)
             cursor.execute("EXPLAIN " + sql, params)
             lines = [row[0].strip() for row in cursor.fetchall()]
         scans = [line.lstrip("-> ") for line in lines if "Scan" in line and "contexts_embedding"
