@@ -168,7 +168,9 @@ def run_load(base_url: str, tokens: Sequence[str], asks: Sequence[Ask], *, durat
              warmup: float = 5.0, seed: int = 7, prime: int = 2) -> LoadResult:
     """``len(tokens)`` closed-loop clients (one thread, connection and token each) send random
     ``asks``: first ``prime`` requests each (a web process's first retrieval starts its query
-    encoder, seconds), then ``warmup`` seconds of load, then ``duration`` measured seconds."""
+    encoder, seconds), then — every client connected again, so that the connections spread over
+    every worker that is up — ``prime`` more, then ``warmup`` seconds of load, then ``duration``
+    measured seconds."""
     lock = threading.Lock()
     clock: dict[str, float] = {}
     result = LoadResult(seconds=duration)
@@ -177,6 +179,7 @@ def run_load(base_url: str, tokens: Sequence[str], asks: Sequence[Ask], *, durat
         clock["begin"] = time.monotonic() + warmup
         clock["end"] = clock["begin"] + duration
 
+    connected = threading.Barrier(len(tokens))
     primed = threading.Barrier(len(tokens), action=start_clock)
 
     def client(n: int) -> None:
@@ -195,11 +198,21 @@ def run_load(base_url: str, tokens: Sequence[str], asks: Sequence[Ask], *, durat
                 conn = connect(base_url, timeout=conn.timeout)
                 return type(exc).__name__, str(exc).encode(), 0.0
 
-        for _ in range(prime):
-            outcome, _payload, _ms = send()
-            if outcome != "200":
-                with lock:
-                    result.warmup_errors[outcome] += 1
+        def warm(requests: int) -> None:
+            for _ in range(requests):
+                outcome, _payload, _ms = send()
+                if outcome != "200":
+                    with lock:
+                        result.warmup_errors[outcome] += 1
+
+        warm(prime)
+        # Connected again once primed: a worker still starting up when the clients first
+        # connected got none of the connections, and a keep-alive connection stays with its
+        # worker for the whole run.
+        connected.wait(timeout=STARTUP_TIMEOUT * prime)
+        conn.close()
+        conn = connect(base_url, timeout=STARTUP_TIMEOUT)
+        warm(prime)
         primed.wait(timeout=STARTUP_TIMEOUT * prime)
         conn.timeout = REQUEST_TIMEOUT
         if conn.sock is not None:
