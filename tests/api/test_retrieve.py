@@ -206,13 +206,18 @@ def test_agents_write_session_summaries_and_feedback(api, cast, world):
     assert bad.status_code == 400 and bad.json()["error"]["field"] == "signal"
 
 
-def test_throttling_answers_429(api, cast, world, settings):
+def test_throttling_answers_429(api, cast, world, settings, monkeypatch):
     from django.core.cache import cache
 
-    cache.clear()
-    rates = {**settings.REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"], "agent": "2/min"}
+    from contexts import availability
     from contexts.protocol.throttling import AgentRateThrottle
 
+    cache.clear()
+    availability._cache.forget()  # Redis is up, whatever an earlier test left
+    # One clock reading mid-window for all three: requests straddling a minute's end would
+    # count in two windows (tests/api/test_throttling.py).
+    monkeypatch.setattr(AgentRateThrottle, "timer", lambda self: 1_800_000_030.0)
+    rates = {**settings.REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"], "agent": "2/min"}
     AgentRateThrottle.THROTTLE_RATES = rates
     try:
         as_token(api, cast.raw_token)

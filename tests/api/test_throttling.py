@@ -8,13 +8,29 @@ from types import SimpleNamespace
 import pytest
 from django.core.cache import cache
 
+from contexts import availability
 from contexts.protocol.throttling import AgentRateThrottle
 
 pytestmark = pytest.mark.django_db
 
 
+# Mid-window: a window is one minute, and attempts straddling a minute's end would count in two
+# windows (up to twice the rate, by design) — a fixed clock keeps the tests off that edge.
+NOW = 1_800_000_030.0
+
+
 class TwentyPerMinute(AgentRateThrottle):
     THROTTLE_RATES = {"agent": "20/min"}
+
+    def timer(self) -> float:
+        return NOW
+
+
+@pytest.fixture(autouse=True)
+def _redis_counts() -> None:
+    """Redis is reachable: forget a verdict "down" another test left (the throttle lets
+    everything through for 2 s after one, contexts.availability)."""
+    availability._cache.forget()
 
 
 def principal_request(pk: int) -> SimpleNamespace:
