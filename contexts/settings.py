@@ -212,7 +212,7 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 CACHES = {
     "default": {
-        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "BACKEND": "contexts.cache_backend.SharedPoolRedisCache",  # one pool per process
         "LOCATION": REDIS_URL or EMBEDDED_REDIS_URL,
         "KEY_PREFIX": "contexts",
         # Bounded: the throttle, the use counters and the query-vector cache are on the

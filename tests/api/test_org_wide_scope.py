@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from accounts.permissions import SYSTEM
 from accounts.tokens import create_token
@@ -177,3 +179,25 @@ def test_the_demo_organization_alone_says_where_its_fragments_are(api, demo):
     wide = ask(api, {"org_id": "demo", "repo_id": "*"}, query="how are agent tokens hashed?")
     assert wide.json()["fragments"][0]["id"] == fragments[0].public_id
     assert wide.json()["hint"] is None
+
+
+def test_a_repeated_empty_answer_reuses_its_count_until_the_feed_moves(api, demo):
+    """The hint's COUNT is kept per process for the same question at the same change-feed
+    position: asked again, no COUNT runs; after a write (through the one door), the new count."""
+    admin, fragments = demo
+    api.force_authenticate(admin)
+
+    def hint_and_counts() -> tuple[str, int]:
+        with CaptureQueriesContext(connection) as queries:
+            hint = ask(api, {"org_id": "demo"}, query="how are agent tokens hashed?"
+                       ).json()["hint"]
+        return hint, sum("count(*) FILTER" in q["sql"] for q in queries.captured_queries)
+
+    first, counted = hint_and_counts()
+    assert "2 fragments you can read are elsewhere" in first and counted == 1
+    again, counted = hint_and_counts()
+    assert again == first and counted == 0
+    create_fragment(SYSTEM, fragments[0].scope, title="Token expiry",
+                    body="Agent tokens expire after ninety days unless renewed.")
+    after, counted = hint_and_counts()
+    assert "3 fragments you can read are elsewhere" in after and counted == 1
