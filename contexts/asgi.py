@@ -1,8 +1,9 @@
 """ASGI entry point (what gunicorn's uvicorn workers serve): ``/mcp`` is the MCP server
 (``contexts.mcp_server``), everything else is Django.
 
-Django is served as its WSGI application in a small thread pool (``a2wsgi``), not through
-Django's ASGI handler. Every view and middleware here is synchronous, and the ASGI handler runs
+Django is served as its WSGI application in a small thread pool (``contexts.wsgi_bridge``, one
+thread hop per request; ``a2wsgi`` for uploads and other long bodies), not through Django's
+ASGI handler. Every view and middleware here is synchronous, and the ASGI handler runs
 them by hopping between the event loop and a thread several times per request (the middleware
 chain is not all async-capable, and the view is sync): measured with ``bench_retrieve --asgi``,
 the retrieval endpoint answered in 56–57 ms p50 through it and in 42–48 ms through the WSGI
@@ -15,7 +16,6 @@ for the life of the process), so lifespan goes to the MCP app only.
 
 import os
 
-from a2wsgi import WSGIMiddleware
 from django.core.wsgi import get_wsgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "contexts.settings")
@@ -27,6 +27,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send  # noqa: E402
 
 from contexts import serving  # noqa: E402
 from contexts.mcp_server import MCP_PATH, build_application  # noqa: E402
+from contexts.wsgi_bridge import WSGIBridge  # noqa: E402
 
 serving.prepare()
 
@@ -47,5 +48,5 @@ def _is_mcp(path: str) -> bool:
     return path == MCP_PATH or path.startswith(MCP_PATH + "/")
 
 
-django_application = WSGIMiddleware(wsgi_application, workers=settings.WEB_THREADS)
+django_application = WSGIBridge(wsgi_application, workers=settings.WEB_THREADS)
 application = Router(django_application, build_application())
