@@ -8,7 +8,8 @@ scope only if it reads it).
 An answer with no fragments carries a ``hint`` when the caller reads fragments elsewhere in the
 organization: how many and how to reach them. It counts only fragments of scopes the caller
 reads (one COUNT, under row-level security for exactly those scopes) and names nothing the
-caller did not name itself, so it reveals nothing the caller could not already retrieve.
+caller did not name itself, so it reveals nothing the caller could not already retrieve. The
+counts are kept per process while the organization's change feed stays where it was (below).
 """
 
 from __future__ import annotations
