@@ -212,15 +212,14 @@ def top_k_query(org_id: int, generation_ids: tuple[int, ...], vector: np.ndarray
 
 # The top-k and, in the same statement, the rows of the hits not read yet that the request may
 # return (NULL columns for the others): the statement grows by less than a second round trip.
-# LATERAL with LIMIT 1 (which keeps the planner from flattening it back into a join): each
-# hit's row is read by its key. A plain join let the planner, which cannot see how few hits
-# there are, hash every fragment in scope: 3.4 of the statement's 11 ms on the demo's 2,409
-# fragments, and growing with the scope.
+# Not a LATERAL lookup per hit (tried in issue 25): it saved 3.4 ms on the demo, where the
+# planner hashes the scope's fragments for this join, but on a freshly loaded organization
+# (statistics not yet gathered) the planner walked the organization's index once per hit,
+# 70 ms a statement on 3,334 fragments.
 _HITS_WITH_ROWS_SQL = ("WITH hits AS MATERIALIZED ({top_k}) "
-                       "SELECT h.fragment_id, h.similarity, r.* FROM hits h "
-                       "LEFT JOIN LATERAL (SELECT {columns} FROM contexts_fragment f "
-                       "WHERE f.id = h.fragment_id AND NOT f.id = ANY(%(known)s) "
-                       "AND {retrievable} LIMIT 1) r ON true")
+                       "SELECT h.fragment_id, h.similarity, {columns} FROM hits h "
+                       "LEFT JOIN contexts_fragment f ON f.id = h.fragment_id "
+                       "AND NOT f.id = ANY(%(known)s) AND {retrievable}")
 
 
 def search(request: RetrievalRequest, vectors: dict[tuple[int, ...], np.ndarray],
