@@ -48,5 +48,6 @@ def _is_mcp(path: str) -> bool:
     return path == MCP_PATH or path.startswith(MCP_PATH + "/")
 
 
-django_application = WSGIBridge(wsgi_application, workers=settings.WEB_THREADS)
+django_application = WSGIBridge(wsgi_application, workers=settings.WEB_THREADS,
+                                timeout=settings.REQUEST_BODY_TIMEOUT)
 application = Router(django_application, build_application())

@@ -170,6 +170,14 @@ if WEB_THREADS < 1:
     from django.core.exceptions import ImproperlyConfigured
 
     raise ImproperlyConfigured(f"CONTEXTS_WEB_THREADS must be at least 1, not {WEB_THREADS}")
+# Seconds a request body may take to arrive (the whole of a small body; between two reads of an
+# upload), and a stalled streaming response may wait for its reader: contexts/wsgi_bridge.py.
+REQUEST_BODY_TIMEOUT = env_int("CONTEXTS_REQUEST_BODY_TIMEOUT", 30)
+if REQUEST_BODY_TIMEOUT < 1:
+    from django.core.exceptions import ImproperlyConfigured
+
+    raise ImproperlyConfigured("CONTEXTS_REQUEST_BODY_TIMEOUT must be at least 1 second, not "
+                               f"{REQUEST_BODY_TIMEOUT}")
 # A web process collects young objects every this many allocations (0: Python's default of
 # 700); see contexts/serving.py.
 GC_THRESHOLD = env_int("CONTEXTS_GC_THRESHOLD", 20_000)

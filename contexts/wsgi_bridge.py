@@ -17,6 +17,17 @@ most of it these hand-overs. Here, for the requests that make up the traffic:
 
 Anything else (a chunked or larger body: uploads) goes to ``a2wsgi`` itself, on the same
 threads. ``CONTEXTS_WEB_THREADS`` bounds the requests that run at once either way.
+
+Bounded against slow or stalled clients (red-team pass of issue 25), by ``timeout``
+(``CONTEXTS_REQUEST_BODY_TIMEOUT``, 30 s):
+
+- a small body must arrive whole within it, or the request is answered 408 without a thread;
+  at most :data:`BUFFERED_TOTAL_MAX` bytes of small bodies are held at once per process (the
+  rest take ``a2wsgi``'s path), and a body is freed with its request, not at the next garbage
+  collection (Django's request objects sit in reference cycles);
+- an upload's reads through ``a2wsgi`` each wait at most that long, then the body ends there
+  (Django refuses the truncated form), so stalled uploads cannot hold the threads;
+- a streaming response whose reader stops is abandoned after that long, freeing its thread.
 """
 
 from __future__ import annotations
@@ -31,7 +42,9 @@ from a2wsgi import WSGIMiddleware
 from a2wsgi.wsgi import build_environ
 from django.http import HttpResponseBase
 
-BUFFERED_BODY_MAX = 1 << 20  # API and form bodies; uploads are larger and stream
+# API and form bodies (a retrieval's is a few KiB); uploads are larger and stream.
+BUFFERED_BODY_MAX = 256 * 1024
+BUFFERED_TOTAL_MAX = 32 * 1024 * 1024  # small bodies held at once, per process
 _STREAM_QUEUE = 10  # chunks of a streaming response in flight, as a2wsgi's send queue
 
 Message = dict[str, Any]
@@ -69,20 +82,51 @@ async def _read_body(receive: Callable) -> bytes | None:
             return b"".join(chunks)
 
 
+def _idle_bounded(receive: Callable, timeout: float) -> Callable:
+    """``receive`` whose every wait ends after ``timeout`` seconds, as the client leaving."""
+    async def bounded() -> dict:
+        try:
+            return await asyncio.wait_for(receive(), timeout)
+        except TimeoutError:
+            return {"type": "http.disconnect"}
+    return bounded
+
+
+async def _request_timeout(send: Callable) -> None:
+    await send({"type": "http.response.start", "status": 408,
+                "headers": [(b"content-type", b"text/plain; charset=utf-8"),
+                            (b"connection", b"close")]})
+    await send({"type": "http.response.body", "body": b"request body timed out\n"})
+
+
 class WSGIBridge:
-    def __init__(self, app: Callable, workers: int) -> None:
+    def __init__(self, app: Callable, workers: int, timeout: float = 30.0) -> None:
         self.app = app
+        self.timeout = timeout
         self.fallback = WSGIMiddleware(app, workers=workers)
         self.executor = self.fallback.executor  # one pool: the thread bound holds for both
+        self.buffered = 0  # bytes of small bodies held now (the loop's thread only)
 
     async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
-        if scope["type"] != "http" or not _buffered(scope):
+        length = _content_length(scope) or 0
+        if (scope["type"] != "http" or not _buffered(scope)
+                or self.buffered + length > BUFFERED_TOTAL_MAX):
+            if scope["type"] == "http":
+                receive = _idle_bounded(receive, self.timeout)
             await self.fallback(scope, receive, send)
             return
-        body = await _read_body(receive)
-        if body is None:
-            return
-        await _Exchange(self, scope, body, send).run()
+        self.buffered += length
+        try:
+            try:
+                body = await asyncio.wait_for(_read_body(receive), self.timeout)
+            except TimeoutError:
+                await _request_timeout(send)
+                return
+            if body is None:
+                return
+            await _Exchange(self, scope, body, send).run()
+        finally:
+            self.buffered -= length
 
 
 class _Exchange:
@@ -104,7 +148,7 @@ class _Exchange:
             context = contextvars.copy_context()
             await self.loop.run_in_executor(self.bridge.executor, context.run, self._wsgi)
         except BaseException:
-            await self.queue.put(None)  # the sender drains whatever a stream left
+            sender.cancel()  # whatever a broken stream left unsent is dropped
             await asyncio.gather(sender, return_exceptions=True)
             raise
         await sender
@@ -147,6 +191,7 @@ class _Exchange:
             self._put_waiting(None)
         finally:
             getattr(iterable, "close", lambda: None)()
+            self.environ["wsgi.input"].close()  # the body, freed now (see the module)
 
     def _take_start(self) -> Message:
         if self.start is None:
@@ -163,7 +208,13 @@ class _Exchange:
             self.queue.put_nowait(message)
 
     def _put_waiting(self, message: Message | None) -> None:
-        """A streaming response's next message, waiting while the queue is full."""
+        """A streaming response's next message, waiting while the queue is full — at most the
+        bridge's timeout: a reader that stopped reading must not keep the thread."""
         if not self.started and message is not None:
             self._put_waiting(self._take_start())
-        asyncio.run_coroutine_threadsafe(self.queue.put(message), self.loop).result()
+        put = asyncio.run_coroutine_threadsafe(self.queue.put(message), self.loop)
+        try:
+            put.result(timeout=self.bridge.timeout)
+        except TimeoutError:
+            put.cancel()
+            raise TimeoutError("the client stopped reading the response") from None

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import pytest
 from django.http import HttpResponse, StreamingHttpResponse
 
-from contexts.wsgi_bridge import BUFFERED_BODY_MAX, WSGIBridge
+from contexts.wsgi_bridge import BUFFERED_BODY_MAX, BUFFERED_TOTAL_MAX, WSGIBridge
 
 
 def scope(method: str = "POST", headers: list[tuple[bytes, bytes]] | None = None) -> dict:
@@ -23,12 +23,16 @@ def scope(method: str = "POST", headers: list[tuple[bytes, bytes]] | None = None
 
 
 def serve(app, request_scope: dict, body_chunks: list[bytes], *, disconnect: bool = False,
-          failing_send_at: int | None = None) -> list[dict]:
-    """Run one request through a fresh bridge; the messages sent, in order."""
+          failing_send_at: int | None = None, stalled_send_at: int | None = None,
+          stall: bool = False, timeout: float = 20.0, held: int = 0) -> list[dict]:
+    """Run one request through a fresh bridge; the messages sent, in order. ``stall``: the
+    client sends its chunks and then nothing, never finishing its body; ``stalled_send_at``:
+    it stops reading the response there; ``held``: bytes the bridge already holds."""
     sent: list[dict] = []
 
     async def run() -> None:
-        messages = [{"type": "http.request", "body": chunk, "more_body": n < len(body_chunks) - 1}
+        messages = [{"type": "http.request", "body": chunk,
+                     "more_body": stall or n < len(body_chunks) - 1}
                     for n, chunk in enumerate(body_chunks)]
         if disconnect:
             messages = [{"type": "http.disconnect"}]
@@ -42,9 +46,12 @@ def serve(app, request_scope: dict, body_chunks: list[bytes], *, disconnect: boo
         async def send(message: dict) -> None:
             if failing_send_at is not None and len(sent) == failing_send_at:
                 raise OSError("client went away")
+            if stalled_send_at is not None and len(sent) == stalled_send_at:
+                await asyncio.Event().wait()  # as a transport whose reader stopped
             sent.append(message)
 
-        bridge = WSGIBridge(app, workers=2)
+        bridge = WSGIBridge(app, workers=2, timeout=timeout)
+        bridge.buffered = held
         try:
             await asyncio.wait_for(bridge(request_scope, receive, send), timeout=20)
         finally:
@@ -61,6 +68,7 @@ def length_header(n: int) -> list[tuple[bytes, bytes]]:
 def echo_app(seen: dict):
     def app(environ, start_response):
         seen["thread"] = threading.get_ident()
+        seen["input"] = environ["wsgi.input"]
         length = environ.get("CONTENT_LENGTH")
         seen["body"] = environ["wsgi.input"].read(int(length) if length else -1)
         response = HttpResponse(b"got %d bytes" % len(seen["body"]), status=201)
@@ -138,4 +146,49 @@ def test_a_client_that_stops_reading_a_stream_does_not_hold_its_thread():
 
     with pytest.raises(OSError, match="client went away"):
         serve(app, scope("GET"), [b""], failing_send_at=3)
+    assert closed.wait(5), "the response was never closed: its thread is stuck"
+
+
+# --- slow and stalled clients (the red-team pass of issue 25) --------------------------------
+def test_the_body_is_freed_with_its_request():
+    seen: dict = {}
+    serve(echo_app(seen), scope(headers=length_header(5)), [b"hello"])
+    assert seen["input"].closed  # not left for the next garbage collection
+
+
+def test_a_small_body_that_stalls_is_answered_408_without_a_thread():
+    seen: dict = {}
+    sent = serve(echo_app(seen), scope(headers=length_header(100)), [b"only part"],
+                 stall=True, timeout=0.3)
+    assert sent[0]["status"] == 408 and (b"connection", b"close") in sent[0]["headers"]
+    assert seen == {}  # the application never ran
+
+
+def test_a_stalled_upload_ends_its_body_and_frees_the_thread():
+    seen: dict = {}
+    sent = serve(echo_app(seen), scope(headers=[(b"transfer-encoding", b"chunked")]),
+                 [b"part of an upload"], stall=True, timeout=0.3)
+    assert seen["body"] == b"part of an upload"  # what came, then the end
+    assert sent[0]["status"] == 201
+
+
+def test_small_bodies_beyond_the_process_budget_take_a2wsgi():
+    seen: dict = {}
+    sent = serve(echo_app(seen), scope(headers=length_header(5)), [b"hello"],
+                 held=BUFFERED_TOTAL_MAX)
+    assert seen["body"] == b"hello"
+    assert len(sent) == 3  # a2wsgi's sequence, see above
+
+
+def test_a_reader_that_stops_reading_a_stream_frees_the_thread_after_the_timeout():
+    closed = threading.Event()
+
+    def app(environ, start_response):
+        response = StreamingHttpResponse(b"x" * 100 for _ in range(100))
+        response._resource_closers.append(closed.set)
+        start_response("200 OK", list(response.items()))
+        return response
+
+    with pytest.raises(TimeoutError, match="stopped reading"):
+        serve(app, scope("GET"), [b""], stalled_send_at=2, timeout=0.3)
     assert closed.wait(5), "the response was never closed: its thread is stuck"
