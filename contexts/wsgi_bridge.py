@@ -50,24 +50,16 @@ _STREAM_QUEUE = 10  # chunks of a streaming response in flight, as a2wsgi's send
 Message = dict[str, Any]
 
 
-def _content_length(scope: dict) -> int | None:
+def _small_body(scope: dict) -> int | None:
+    """The length of a request body known to be at most :data:`BUFFERED_BODY_MAX` (0 when
+    there is none), or None: chunked, longer, or a length that is not a number."""
+    length = 0
     for name, value in scope.get("headers", ()):
+        if name == b"transfer-encoding":
+            return None
         if name == b"content-length":
-            try:
-                return int(value)
-            except ValueError:
-                return None
-    return None
-
-
-def _buffered(scope: dict) -> bool:
-    """Whether the request's whole body is known to be small (or absent)."""
-    if any(name == b"transfer-encoding" for name, _ in scope.get("headers", ())):
-        return False
-    length = _content_length(scope)
-    if length is None:
-        return not any(name == b"content-length" for name, _ in scope.get("headers", ()))
-    return 0 <= length <= BUFFERED_BODY_MAX
+            length = int(value) if value.isdigit() else -1
+    return length if 0 <= length <= BUFFERED_BODY_MAX else None
 
 
 async def _read_body(receive: Callable) -> bytes | None:
@@ -108,9 +100,8 @@ class WSGIBridge:
         self.buffered = 0  # bytes of small bodies held now (the loop's thread only)
 
     async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
-        length = _content_length(scope) or 0
-        if (scope["type"] != "http" or not _buffered(scope)
-                or self.buffered + length > BUFFERED_TOTAL_MAX):
+        length = _small_body(scope) if scope["type"] == "http" else None
+        if length is None or self.buffered + length > BUFFERED_TOTAL_MAX:
             if scope["type"] == "http":
                 receive = _idle_bounded(receive, self.timeout)
             await self.fallback(scope, receive, send)

@@ -81,9 +81,12 @@ _counted: OrderedDict[tuple, tuple[float, tuple[int, int, int]]] = OrderedDict()
 _counted_lock = threading.Lock()
 
 
-def _counts(request: RetrievalRequest, readable: Collection[int], wider: Collection[int]
-            ) -> tuple[int, int, int]:
-    key = (request.org_id, follower.head(request.org_id), tuple(sorted(request.scope_ids)),
+def _counts(request: RetrievalRequest, readable: Collection[int], wider: Collection[int],
+            head: int | None) -> tuple[int, int, int]:
+    """``head``: the feed's head as the request already read it (None: read it here)."""
+    if head is None:
+        head = follower.head(request.org_id)
+    key = (request.org_id, head, tuple(sorted(request.scope_ids)),
            tuple(sorted(wider)), tuple(sorted(readable)), statuses(request), request.as_of)
     now = time.monotonic()
     with _counted_lock:
@@ -147,7 +150,8 @@ API_WORDING = Wording(
     persona_or_session='name one with "persona_id" or "session_id"')
 
 
-def scope_hint(plan: Plan, wording: Wording = API_WORDING) -> str | None:
+def scope_hint(plan: Plan, wording: Wording = API_WORDING, head: int | None = None
+               ) -> str | None:
     """For an empty answer: where the caller's readable fragments are, if outside its scope;
     None when it reads nothing else in the organization."""
     readable_here = [s for s in plan.readable
@@ -157,7 +161,7 @@ def scope_hint(plan: Plan, wording: Wording = API_WORDING) -> str | None:
     org_pk = plan.request.org_id
     wider_chain = wide_chain(plan.readable, org_pk, plan.org_scope_id)
     wider = retrieval_scopes(plan.principal, wider_chain, known=plan.readable)
-    here, widen, other = _counts(plan.request, readable_here, wider)
+    here, widen, other = _counts(plan.request, readable_here, wider, head)
     if not widen and not other:
         return None
     scope = plan.scope

@@ -116,9 +116,12 @@ def run(principal: Any, planned: Plan, *,
         raise InvalidOperation(str(exc), field="reranker") from exc
 
 
-def hint(planned: Plan, wording: Wording = API_WORDING) -> str | None:
-    """For an empty answer: where the caller's readable fragments are (one COUNT)."""
-    return scope_hint(planned, wording)
+def hint(planned: Plan, wording: Wording = API_WORDING, result: RetrievalResult | None = None
+         ) -> str | None:
+    """For an empty answer: where the caller's readable fragments are (one COUNT, or none when
+    this process counted the same at the change-feed head ``result``'s lexical leg read)."""
+    head = (result.sources.get("lexical") or {}).get("head") if result is not None else None
+    return scope_hint(planned, wording, head)
 
 
 def retrieve(principal: Any, command: Retrieve, *,
@@ -132,5 +135,5 @@ def retrieve(principal: Any, command: Retrieve, *,
     planned = plan(principal, command)
     result = run(principal, planned, defer=defer, embedding=embedding)
     if not result.fragments:  # only an empty answer pays for the hint's one COUNT
-        result.hint = hint(planned)
+        result.hint = hint(planned, result=result)
     return result

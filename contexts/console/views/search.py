@@ -62,7 +62,8 @@ def search(request: HttpRequest, slug: str) -> HttpResponse:
                 form.add_error("reranker", str(exc))
             else:
                 if not result.fragments:  # as the API answers: where the readable ones are
-                    result.hint = retrieval.hint(_in_words(plan, org, form), CONSOLE_WORDING)
+                    result.hint = retrieval.hint(_in_words(plan, org, form), CONSOLE_WORDING,
+                                                  result)
                 context.update(_result_context(seen, plan, result))
     return render_page(request, "console/search.html", "htmx/search_results.html", context,
                        target="search-results")
