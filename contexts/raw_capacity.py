@@ -24,13 +24,10 @@ from contexts.embedder import resolve_model
 from contexts.indexing import lexical_index
 from contexts.loadtest import Ask, LoadResult
 from contexts.retrieval import dense, query_encoder
-from contexts.services.rls import pg_int_array
+from contexts.services.rls import retrieval_scope
 from contexts.usecases import retrieval
 
 DEPTH = 100  # each leg's candidates, as the endpoint's default k_lexical / k_dense
-_VECTOR_SQL = ("SELECT fragment_id FROM contexts_embedding WHERE org_id = %s "
-               "AND generation_id = ANY(%s) AND scope_ids && %s::int[] "
-               "ORDER BY embedding <=> %s::vector LIMIT %s")
 
 
 def _scope_ids(principal: Any, ask: Ask) -> tuple[int, ...]:
@@ -58,11 +55,14 @@ class _Parts:
         encoder = self.encoders[caller % len(self.encoders)]
         vectors, _done_at = encoder.answer(encoder.submit(self.specs, text))
         self.index.search(text, allowed_scope_ids=scope_ids, limit=DEPTH)
-        with connection.cursor() as cursor:
+        # The endpoint's own top-k statement under its search settings (hnsw.ef_search,
+        # iterative scan), not a bare ORDER BY … LIMIT at pgvector's defaults: that one asks
+        # the graph for less (ef_search 40, one row per passage) and is not the search whose
+        # results the endpoint returns.
+        with retrieval_scope(scope_ids), connection.cursor() as cursor:
             for generation_ids, vector in zip(self.generations, vectors, strict=False):
-                cursor.execute(_VECTOR_SQL, [self.org_id, list(generation_ids),
-                                             pg_int_array(scope_ids),
-                                             dense.vector_literal(vector), DEPTH])
+                cursor.execute(*dense.top_k_query(self.org_id, generation_ids, vector,
+                                                  scope_ids, DEPTH))
                 cursor.fetchall()
 
     def close(self) -> None:

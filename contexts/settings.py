@@ -170,6 +170,14 @@ if WEB_THREADS < 1:
     from django.core.exceptions import ImproperlyConfigured
 
     raise ImproperlyConfigured(f"CONTEXTS_WEB_THREADS must be at least 1, not {WEB_THREADS}")
+# Requests a keep-alive connection serves before the server closes it, so that connections
+# spread over the web processes again (contexts/web_worker.py); 0 keeps them open.
+KEEPALIVE_REQUESTS = env_int("CONTEXTS_KEEPALIVE_REQUESTS", 100)
+if KEEPALIVE_REQUESTS < 0:
+    from django.core.exceptions import ImproperlyConfigured
+
+    raise ImproperlyConfigured("CONTEXTS_KEEPALIVE_REQUESTS must be 0 (no limit) or more, not "
+                               f"{KEEPALIVE_REQUESTS}")
 # Seconds a request body may take to arrive (the whole of a small body; between two reads of an
 # upload), and a stalled streaming response may wait for its reader: contexts/wsgi_bridge.py.
 REQUEST_BODY_TIMEOUT = env_int("CONTEXTS_REQUEST_BODY_TIMEOUT", 30)

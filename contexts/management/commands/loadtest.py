@@ -86,6 +86,9 @@ class Command(BaseCommand):
                 raise CommandError(str(exc)) from exc
             organization = self._organization(org)
             asks = self._asks(organization)
+            # Counted while the database is up: the stack this command started stops below.
+            fragments = Fragment.objects.filter(org=organization,
+                                                status=FragmentStatus.ACTIVE).count()
             tokens = [create_token(organization, f"loadtest-{n}", [organization.scope])
                       for n in range(clients)]
             try:
@@ -101,8 +104,6 @@ class Command(BaseCommand):
                     revoke_token(token)
         finally:
             stack.stop_started()
-        fragments = Fragment.objects.filter(org=organization,
-                                            status=FragmentStatus.ACTIVE).count()
         self.stdout.write(f"\n{clients} clients, {organization.slug}: {fragments} fragments, "
                           f"{len({ask.query for ask in asks})} distinct questions, "
                           f"{url or f'gunicorn with {workers} workers (ASGI)'}")
