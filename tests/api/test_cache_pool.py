@@ -9,6 +9,7 @@ so: its cache calls run in a new, empty ``contextvars.Context``.
 from __future__ import annotations
 
 import contextvars
+import threading
 
 import pytest
 from django.core.cache import cache
@@ -37,3 +38,18 @@ def test_requests_in_fresh_contexts_share_the_process_pool(services) -> None:
         contextvars.Context().run(_one_request, n)
     opened = _connections_received() - before - 1  # the count's own ``INFO`` call
     assert opened <= 1, f"{opened} new Redis connections for {REQUESTS} requests"
+
+
+def test_one_redis_client_serves_every_request_and_thread(services) -> None:
+    # Django's client builds a new redis.Redis (and its table of response callbacks) for every
+    # command; this one keeps one per connection pool.
+    clients: list[object] = []
+    threads = [threading.Thread(target=lambda: contextvars.Context().run(
+        lambda: clients.append(cache_redis()))) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    clients.append(contextvars.Context().run(cache_redis))
+    assert len(clients) == 5 and all(client is clients[0] for client in clients)
+    assert clients[0].ping()
