@@ -26,6 +26,7 @@ from urllib.parse import urlsplit
 
 import numpy as np
 import pytest
+from django.conf import settings
 
 from accounts.permissions import SYSTEM
 from contexts.embedder import encode_query_with, resolve_model
@@ -92,24 +93,39 @@ def world(cast: Cast, settings, server: Server):  # noqa: F811
 
 
 class OneConnection:
-    """Requests over one keep-alive connection; fails if the server ever closes it."""
+    """Requests over one keep-alive connection; fails if the server ever closes it unasked.
+    The one close allowed is the planned one: an answer saying ``Connection: close`` after
+    ``CONTEXTS_KEEPALIVE_REQUESTS`` requests (contexts/web_worker.py), after which the client
+    connects again."""
 
     def __init__(self, port: int, token: str) -> None:
         self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=ANSWER_BOUND)
         self.headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json",
                         "Accept": "application/json, text/event-stream"}
         self.local: tuple | None = None
+        self.closing = False  # the last answer said "Connection: close"
+        self.recycled = 0
+        self.sent = 0
 
     def post(self, path: str, body: object) -> tuple[int, dict]:
         self.conn.request("POST", path, body=json.dumps(body).encode(), headers=self.headers)
         local = self.conn.sock.getsockname()
-        assert self.local in (None, local), "the server closed the keep-alive connection"
+        if self.closing:
+            self.recycled += 1
+        else:
+            assert self.local in (None, local), "the server closed the keep-alive connection"
         self.local = local
+        self.sent += 1
         response = self.conn.getresponse()
+        self.closing = response.getheader("Connection") == "close"
         return response.status, json.loads(response.read())
 
     def close(self) -> None:
         self.conn.close()
+
+    def only_planned_closes(self) -> bool:
+        """Every close was a planned one (the server's default keep-alive limit)."""
+        return self.recycled == (self.sent - 1) // settings.KEEPALIVE_REQUESTS
 
 
 def mcp_call(arguments: dict, call_id: int) -> dict:
@@ -143,6 +159,7 @@ def test_refused_and_invalid_rest_retrievals_leave_the_process_serving(server, c
         status, answer = client.post(RETRIEVE, {"query": QUERY, "scope": WEB})
         assert status == 200, answer
         assert world.public_id in [f["id"] for f in answer["fragments"]]
+        assert client.only_planned_closes()
     finally:
         client.close()
 
@@ -164,6 +181,7 @@ def test_refused_and_invalid_mcp_retrievals_leave_the_process_serving(server, ca
         assert status == 200 and not answer["result"]["isError"], answer
         fragments = answer["result"]["structuredContent"]["fragments"]
         assert world.public_id in [f["id"] for f in fragments]
+        assert client.only_planned_closes()
     finally:
         client.close()
 
