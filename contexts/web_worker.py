@@ -5,8 +5,9 @@ gunicorn's ``forwarded_allow_ips`` says, 127.0.0.1 by default: behind no proxy, 
 client could name any address and dodge the login throttle. This one trusts exactly
 ``CONTEXTS_TRUSTED_PROXIES`` (nobody by default), the list ``contexts.client_address`` uses, so
 the access log, the request's address and every throttle agree. It also starts the node's
-index follower (``contexts.follower``) in every web process, and closes a keep-alive
-connection after ``CONTEXTS_KEEPALIVE_REQUESTS`` requests (:class:`RecyclingHttpProtocol`).
+index follower (``contexts.follower``) in every web process, serves only once the process's
+query encoder answers, and closes a keep-alive connection after
+``CONTEXTS_KEEPALIVE_REQUESTS`` requests (:class:`RecyclingHttpProtocol`).
 """
 
 from __future__ import annotations
@@ -52,6 +53,12 @@ class RecyclingHttpProtocol(HttpToolsProtocol):
 class UvicornWorker(_UvicornWorker):
     def load_wsgi(self) -> None:
         super().load_wsgi()  # the application, so Django is set up
+        # Serve only once the query encoder answers: until then a question the query-vector
+        # cache does not know would hold a request thread for seconds (query_encoder's
+        # wait_until_ready). Heartbeats keep gunicorn from taking the wait for a hang.
+        from contexts.retrieval import query_encoder
+
+        query_encoder.wait_until_ready(heartbeat=self.notify)
         # Every web process runs a follower thread; the one holding the node's leader lock
         # applies the change feed to the node's index, the others stand by (ADR 0015).
         from contexts import follower

@@ -34,7 +34,7 @@ import socket
 import threading
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 
 import numpy as np
@@ -304,6 +304,47 @@ def warm() -> None:
     if mode() == "process":
         specs = [resolve_model(name) for name in set(settings.EMBEDDING_MODELS.values())]
         child().submit(specs, "", wanted=False)
+
+
+def wait_until_ready(heartbeat: Callable[[], None], timeout: float = LOAD_TIMEOUT) -> bool:
+    """Block until this process's child has its models loaded and answers (``process`` mode;
+    other modes are ready at once), calling ``heartbeat`` about every second meanwhile; False
+    (logged) if it has not within ``timeout`` seconds or died, and requests then fall back as
+    they would anyway.
+
+    Why a web process waits before it serves (``contexts.web_worker``): a question the
+    query-vector cache does not know waits for the child, and while the child loads its
+    model (5–10 s of CPU on two busy cores) such questions take the process's few request
+    threads one by one until every request of the process, cached or not, queues behind them —
+    the stalls of 2–5 s ``manage.py loadtest`` saw after the cache had made its priming
+    requests stop waiting for the encoder. A process that is not serving yet takes no
+    connections: the others serve them.
+    """
+    if mode() != "process":
+        return True
+    specs = [resolve_model(name) for name in set(settings.EMBEDDING_MODELS.values())]
+    outcome: list[BaseException | None] = []
+
+    def ask() -> None:
+        try:
+            encoder = child()
+            encoder.answer(encoder.submit(specs, ""))
+            outcome.append(None)
+        except ChildDied as exc:
+            outcome.append(exc)
+
+    asking = threading.Thread(target=ask, name="contexts-encoder-ready", daemon=True)
+    asking.start()
+    deadline = time.monotonic() + timeout
+    while asking.is_alive() and time.monotonic() < deadline:
+        heartbeat()
+        asking.join(min(1.0, max(0.0, deadline - time.monotonic())))
+    if outcome == [None]:
+        return True
+    why = outcome[0] if outcome else f"no answer within {timeout:g} s"
+    logger.warning("query encoder not ready (%s); serving anyway, embedding in-process "
+                   "until it is", why)
+    return False
 
 
 _batcher: Batcher | None = None

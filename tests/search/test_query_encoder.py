@@ -3,8 +3,10 @@ costs one request a fallback, never an error. Real model, real processes."""
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -149,3 +151,33 @@ def test_the_child_leaves_stop_signals_to_its_parent(process_mode) -> None:
     os.kill(pid, signal.SIGTERM)  # what stopping the server's process group sends it
     [vector], _ = Pending(SPECS, QUERY).result()
     assert child_pid() == pid and vector.shape == (EMBEDDING_DIM,)
+
+
+# --- a web process serves once its child answers (contexts/web_worker.py) ----------------------
+def test_ready_waits_until_the_child_answers_and_beats_meanwhile(process_mode) -> None:
+    query_encoder.discard()
+    beats: list[float] = []
+    assert query_encoder.wait_until_ready(heartbeat=lambda: beats.append(time.monotonic()))
+    child = query_encoder._child
+    assert child_pid() not in (None, os.getpid()) and child.in_flight() == 0
+    assert beats  # spawning and loading the model take seconds: at least the first beat
+    # Loaded: the next question is answered without the load's wait.
+    [vector], _ = Pending(SPECS, QUERY).result()
+    np.testing.assert_allclose(vector, expected(QUERY), atol=1e-5)
+
+
+def test_ready_gives_up_on_a_child_that_does_not_answer(process_mode, monkeypatch,
+                                                         caplog) -> None:
+    Pending(SPECS, "warm up").result()
+    monkeypatch.setattr(query_encoder, "ANSWER_TIMEOUT", 1.0)  # the helper's own wait
+    os.kill(child_pid(), signal.SIGSTOP)  # alive, but never answers
+    with caplog.at_level(logging.WARNING, logger="contexts.retrieval.query_encoder"):
+        assert not query_encoder.wait_until_ready(heartbeat=lambda: None, timeout=0.5)
+    assert "query encoder not ready (no answer within 0.5 s)" in caplog.text
+
+
+def test_other_modes_are_ready_at_once(settings) -> None:
+    settings.RETRIEVAL = {**settings.RETRIEVAL, "query_encoder": "thread"}
+    before = query_encoder._child
+    assert query_encoder.wait_until_ready(heartbeat=lambda: None)
+    assert query_encoder._child is before
