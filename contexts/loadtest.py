@@ -167,10 +167,10 @@ class LoadResult:
 def run_load(base_url: str, tokens: Sequence[str], asks: Sequence[Ask], *, duration: float,
              warmup: float = 5.0, seed: int = 7, prime: int = 2) -> LoadResult:
     """``len(tokens)`` closed-loop clients (one thread, connection and token each) send random
-    ``asks``: first ``prime`` requests each (a web process's first retrieval starts its query
-    encoder, seconds), then — every client connected again, so that the connections spread over
-    every worker that is up — ``prime`` more, then ``warmup`` seconds of load, then ``duration``
-    measured seconds."""
+    ``asks``: first ``prime`` requests each (a web process takes connections once its query
+    encoder answers, seconds after it starts), then — every client connected again, so that
+    the connections spread over every worker that is up — ``prime`` more, then ``warmup``
+    seconds of load, then ``duration`` measured seconds."""
     lock = threading.Lock()
     clock: dict[str, float] = {}
     result = LoadResult(seconds=duration)
@@ -184,8 +184,8 @@ def run_load(base_url: str, tokens: Sequence[str], asks: Sequence[Ask], *, durat
 
     def client(n: int) -> None:
         rng = random.Random(seed + n)
-        # A cold web process answers its first retrieval only once its encoder has started:
-        # priming waits as long as startup may take, the measured requests 30 s at most.
+        # A cold web process serves only once its encoder has started: priming waits as long
+        # as startup may take, the measured requests 30 s at most.
         conn = connect(base_url, timeout=STARTUP_TIMEOUT)
 
         def send() -> tuple[str, bytes, float]:
