@@ -43,7 +43,7 @@ class RecyclingHttpProtocol(HttpToolsProtocol):
     def on_headers_complete(self) -> None:
         before = self.cycle
         super().on_headers_complete()
-        if self.cycle is before:  # an upgrade, or a request refused before it began
+        if self.cycle is before:  # a WebSocket upgrade: no HTTP request cycle to count
             return
         self.served += 1
         if settings.KEEPALIVE_REQUESTS and self.served >= settings.KEEPALIVE_REQUESTS:

@@ -100,11 +100,12 @@ class WSGIBridge:
         self.buffered = 0  # bytes of small bodies held now (the loop's thread only)
 
     async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
-        length = _small_body(scope) if scope["type"] == "http" else None
-        if length is None or self.buffered + length > BUFFERED_TOTAL_MAX:
-            if scope["type"] == "http":
-                receive = _idle_bounded(receive, self.timeout)
+        if scope["type"] != "http":  # a2wsgi answers anything else as it always did
             await self.fallback(scope, receive, send)
+            return
+        length = _small_body(scope)
+        if length is None or self.buffered + length > BUFFERED_TOTAL_MAX:
+            await self.fallback(scope, _idle_bounded(receive, self.timeout), send)
             return
         self.buffered += length
         try:

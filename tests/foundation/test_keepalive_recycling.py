@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import http.client
 import os
+import re
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -86,3 +88,47 @@ def test_a_negative_limit_is_a_configuration_error():
         capture_output=True, text=True, timeout=120)
     assert result.returncode != 0
     assert "CONTEXTS_KEEPALIVE_REQUESTS must be 0 (no limit) or more, not -1" in result.stderr
+
+
+@pytest.mark.django_db
+def test_pipelined_requests_past_the_limit_get_a_clean_close_not_an_error(port: int):
+    # A hostile client sends more requests at once than the connection will serve. uvicorn
+    # answers only the first of pipelined requests (upstream; the others would wait for the
+    # keep-alive timeout); past the limit the connection ends at once with "Connection: close"
+    # on a whole answer — no error status, no half-sent response, no wait.
+    request = b"GET /api/ HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(request * (LIMIT + 3))
+        received = b""
+        while chunk := sock.recv(65536):  # a socket.timeout here is the hang this refuses
+            received += chunk
+    statuses = re.findall(rb"^HTTP/1\.1 (\d{3})", received, flags=re.MULTILINE)
+    assert 1 <= len(statuses) <= LIMIT and set(statuses) == {b"200"}, received[:500]
+    head, _, body = received.rpartition(b"\r\n\r\n")
+    assert b"\r\nconnection: close" in head.lower()
+    assert len(body) == int(re.findall(rb"content-length: (\d+)", head.lower())[-1])
+    # The process serves the next connection as before.
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        assert _get(conn)[:2] == (200, None)
+    finally:
+        conn.close()
+
+
+def test_the_worker_serves_only_after_its_encoder_answers(monkeypatch):
+    """The wiring ``make run``'s worker relies on: the readiness wait, heartbeating gunicorn,
+    before the process's follower starts and before it serves."""
+    from contexts import follower, web_worker
+    from contexts.retrieval import query_encoder
+
+    Base = web_worker._UvicornWorker  # uvicorn's own worker, imported without its warning
+
+    calls: list[str] = []
+    monkeypatch.setattr(Base, "load_wsgi", lambda self: calls.append("application"))
+    monkeypatch.setattr(query_encoder, "wait_until_ready",
+                        lambda heartbeat: calls.append(f"ready:{heartbeat()}"))
+    monkeypatch.setattr(follower, "start_in_background", lambda: calls.append("follower"))
+    worker = object.__new__(web_worker.UvicornWorker)
+    worker.notify = lambda: "beat"  # gunicorn's heartbeat
+    worker.load_wsgi()
+    assert calls == ["application", "ready:beat", "follower"]

@@ -181,3 +181,16 @@ def test_other_modes_are_ready_at_once(settings) -> None:
     before = query_encoder._child
     assert query_encoder.wait_until_ready(heartbeat=lambda: None)
     assert query_encoder._child is before
+
+
+def test_ready_gives_up_at_once_on_a_killed_child(process_mode, caplog) -> None:
+    query_encoder.discard()
+    os.kill(query_encoder.child().process.pid, signal.SIGKILL)  # before it loads anything
+    started = time.monotonic()
+    with caplog.at_level(logging.WARNING, logger="contexts.retrieval.query_encoder"):
+        assert not query_encoder.wait_until_ready(heartbeat=lambda: None)
+    assert time.monotonic() - started < query_encoder.LOAD_TIMEOUT  # not the whole bound
+    assert "query encoder not ready" in caplog.text
+    # The next question spawns a new child and gets its vector.
+    [vector], _ = Pending(SPECS, QUERY).result()
+    np.testing.assert_allclose(vector, expected(QUERY), atol=1e-5)
