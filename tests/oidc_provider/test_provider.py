@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import html
 import json
 import re
 import secrets
@@ -19,10 +20,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urljoin, urlsplit
+from urllib.parse import parse_qs, urlencode, urljoin, urlsplit
 
 import pytest
 import requests
+from authlib.integrations.requests_client import OAuth2Session
 from joserfc import jwt
 from joserfc.errors import BadSignatureError, ExpiredTokenError, InvalidClaimError
 from joserfc.jwk import KeySet
@@ -75,18 +77,22 @@ def pkce_pair() -> tuple[str, str]:
 
 
 def authorize(party: Party, *, nonce: str, challenge: str | None) -> dict[str, list[str]]:
-    """Sign in through the login form and follow the redirects up to the relying party's
-    callback; returns the callback's query parameters."""
-    discovery = party.discovery
+    """The authorization request with these parameters, signed in; returns the callback's
+    query parameters."""
     params = {"response_type": "code", "client_id": party.client_id,
               "redirect_uri": REDIRECT_URI, "scope": SCOPE, "state": "st4te", "nonce": nonce}
     if challenge is not None:
         params.update(code_challenge=challenge, code_challenge_method="S256")
+    url = f"{party.discovery['authorization_endpoint']}?{urlencode(params)}"
+    return parse_qs(urlsplit(follow_to_callback(party, url)).query)
+
+
+def follow_to_callback(party: Party, authorization_url: str) -> str:
+    """What the browser does: follow the redirects, signing in through the login form on the
+    way; returns the URL the provider sends back to the relying party's callback."""
     session = requests.Session()
-    response = session.get(discovery["authorization_endpoint"], params=params,
-                           allow_redirects=False, timeout=TIMEOUT)
+    response = session.get(authorization_url, allow_redirects=False, timeout=TIMEOUT)
     for _ in range(10):
-        location = response.headers.get("Location")
         if response.status_code == 200 and 'name="password"' in response.text:
             token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', response.text)
             assert token, response.text
@@ -94,15 +100,14 @@ def authorize(party: Party, *, nonce: str, challenge: str | None) -> dict[str, l
                     "password": party.password}
             next_field = re.search(r'name="next" value="([^"]*)"', response.text)
             if next_field:
-                form["next"] = next_field.group(1).replace("&amp;", "&")
+                form["next"] = html.unescape(next_field.group(1))
             response = session.post(response.url, data=form, allow_redirects=False,
                                     timeout=TIMEOUT)
             continue
         assert response.status_code in (301, 302, 303), (response.status_code, response.text)
-        assert location
-        target = urljoin(response.url, location)
+        target = urljoin(response.url, response.headers["Location"])
         if target.startswith(REDIRECT_URI):
-            return parse_qs(urlsplit(target).query)
+            return target
         response = session.get(target, allow_redirects=False, timeout=TIMEOUT)
     raise AssertionError("too many redirects")
 
@@ -195,6 +200,27 @@ def test_code_flow_issues_a_signed_id_token_with_our_claims(party: Party) -> Non
     assert claims["preferred_username"] == party.username
     assert claims["groups"] == ["engineering"]
     assert claims["exp"] - claims["iat"] == 300
+
+
+def test_an_authlib_client_completes_the_flow(party: Party) -> None:
+    """The console's OIDC library (Authlib) against this provider: its PKCE, its client
+    authentication (client_secret_basic), its refresh, its at_hash check."""
+    discovery = party.discovery
+    client = OAuth2Session(party.client_id, party.client_secret, scope=SCOPE,
+                           redirect_uri=REDIRECT_URI, code_challenge_method="S256")
+    verifier = secrets.token_urlsafe(48)
+    url, _state = client.create_authorization_url(
+        discovery["authorization_endpoint"], code_verifier=verifier, nonce="authlib-nonce")
+    callback = follow_to_callback(party, url)
+    tokens = client.fetch_token(discovery["token_endpoint"], authorization_response=callback,
+                                code_verifier=verifier)
+    claims = verify_id_token(party, tokens["id_token"], nonce="authlib-nonce")
+    at_hash = hashlib.sha256(tokens["access_token"].encode()).digest()[:16]
+    assert claims["at_hash"] == base64.urlsafe_b64encode(at_hash).rstrip(b"=").decode()
+    fresh = client.refresh_token(discovery["token_endpoint"],
+                                 refresh_token=tokens["refresh_token"])
+    assert fresh["refresh_token"] != tokens["refresh_token"]
+    assert verify_id_token(party, fresh["id_token"], nonce=None)["sub"] == party.sub
 
 
 def test_userinfo_shows_the_same_claims(party: Party) -> None:
