@@ -101,7 +101,9 @@ def follow_to_callback(party: Party, authorization_url: str) -> str:
             next_field = re.search(r'name="next" value="([^"]*)"', response.text)
             if next_field:
                 form["next"] = html.unescape(next_field.group(1))
+            # A browser's POST carries Origin, which Django's CSRF check compares with Host.
             response = session.post(response.url, data=form, allow_redirects=False,
+                                    headers={"Origin": party.provider.base_url},
                                     timeout=TIMEOUT)
             continue
         assert response.status_code in (301, 302, 303), (response.status_code, response.text)
