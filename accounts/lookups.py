@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from django.db import connection
 from django.db.models import Q
 
 from accounts.models import Organization, Persona, Repository, Scope, Session
+from accounts.sql import prepared_cursor
 
 
 class LookupError_(LookupError):
@@ -73,7 +73,7 @@ def find_chain(org: str, *, repo: str | None = None, persona: str | None = None,
     answer does not exist (in that organization); nothing is found in a missing organization."""
     params = {"org": org, "repo": repo or None, "persona": persona or None,
               "session": session or None}
-    with connection.cursor() as cursor:
+    with prepared_cursor() as cursor:
         cursor.execute(_CHAIN_SQL, params)
         return {kind: Found(pk, scope_id) for kind, pk, scope_id in cursor.fetchall()}
 

@@ -24,10 +24,10 @@ from collections.abc import Collection, Iterable
 from typing import Any, overload
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import connection
 from guardian.shortcuts import get_objects_for_user
 
 from accounts.models import ApiToken, Membership, Scope
+from accounts.sql import prepared_cursor
 
 GUARDED_MODELS = ("organization", "repository", "persona", "session")
 
@@ -133,7 +133,7 @@ def _scope_graph(roots: set[int] | None, orgs: set[int] | None
     """(``[id, parent_id, org_id, kind]`` of every scope in the organizations of ``roots`` —
     or in ``orgs``, when the caller knows them — and every subscriber scope there → the scopes
     of the published contexts it subscribes to); everything when ``roots`` is None."""
-    with connection.cursor() as cursor:
+    with prepared_cursor() as cursor:
         cursor.execute(_SCOPE_GRAPH_SQL, {
             "everything": roots is None, "orgs": sorted(orgs or ()),
             "roots": [] if roots is None or orgs else sorted(roots)})

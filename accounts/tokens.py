@@ -19,7 +19,7 @@ from accounts.models import (
     Scope,
     hash_token_secret,
 )
-from accounts.sql import model_columns
+from accounts.sql import model_columns, prepared_cursor
 
 LAST_USED_RESOLUTION = dt.timedelta(minutes=1)
 
@@ -84,7 +84,7 @@ _TOKEN_SQL = f"""
 
 
 def _by_prefix(prefix: str) -> ApiToken | None:
-    with connection.cursor() as cursor:
+    with prepared_cursor() as cursor:
         cursor.execute(_TOKEN_SQL, [prefix])
         row = cursor.fetchone()
     if row is None:

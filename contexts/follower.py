@@ -47,6 +47,7 @@ from django.db import close_old_connections, connections, transaction
 from django.utils import timezone
 
 from accounts.models import Organization
+from accounts.sql import prepared_cursor
 from contexts.indexing import embed_changed, index_path, lexical_doc, lexical_index
 from contexts.models import Fragment, FragmentStatus
 from contexts.models.changes import Change, ChangeHead, ChangeKind, Follower
@@ -153,7 +154,7 @@ _HEAD_SQL = f"SELECT seq FROM {ChangeHead._meta.db_table} WHERE org_id = %s"
 def head(org_id: int) -> int:
     # A plain statement: every retrieval reads it (its trace's freshness), and building the ORM
     # query cost more Python time than the lookup itself.
-    with connections["default"].cursor() as cursor:
+    with prepared_cursor() as cursor:
         cursor.execute(_HEAD_SQL, [org_id])
         row = cursor.fetchone()
     return row[0] if row else 0

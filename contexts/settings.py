@@ -221,6 +221,10 @@ DATABASES = {
         conn_health_checks=True,
     )
 }
+# Statements run through accounts.sql.prepared_cursor() are prepared on first use (psycopg's
+# threshold; Django's own cursors inline parameters and are never prepared). None: never.
+DATABASES["default"].setdefault("OPTIONS", {})["prepare_threshold"] = (
+    0 if env_bool("CONTEXTS_DB_PREPARED_STATEMENTS", True) else None)
 DATABASE_OWNER = ({key: value for key, value in dj_database_url.parse(DATABASE_OWNER_URL).items()
                    if key in ("HOST", "PORT", "NAME", "USER", "PASSWORD")}
                   if DATABASE_OWNER_URL else None)

@@ -16,6 +16,7 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
+from accounts.sql import prepared_cursor
 from contexts.models import EmbeddingGeneration
 from contexts.retrieval import dense
 from contexts.retrieval.types import RetrievalRequest, Weights
@@ -74,7 +75,7 @@ def pins(request: RetrievalRequest) -> dict[int, int]:
     if not request.chain:
         return {}
     rank = {scope_id: i for i, scope_id in enumerate(request.chain)}
-    with connection.cursor() as cursor:
+    with prepared_cursor() as cursor:
         cursor.execute(_PINS_SQL, [list(request.chain), pg_int_array(request.scope_ids),
                                    timezone.now()])
         found = cursor.fetchall()

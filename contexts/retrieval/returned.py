@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from django.db import connection
 
-from accounts.sql import model_columns
+from accounts.sql import model_columns, prepared_cursor
 from contexts.compression import compress
 from contexts.models import Fragment
 from contexts.models.sources_git import permalink
@@ -50,7 +50,7 @@ def complete(packed: list[Candidate], rows: CandidateRows) -> list[ComposedFragm
     items: dict[int, ComposedFragment] = {}
     by_pk = {candidate.fragment_id: candidate for candidate in packed}
     cited: list[tuple[int, tuple, int | None]] = []  # (fragment, citation, repository)
-    with connection.cursor() as cursor:
+    with prepared_cursor() as cursor:
         cursor.execute(_COMPLETE_SQL, [sorted(by_pk)])
         for row in cursor.fetchall():
             pk, (*citation, repository_id) = row[0], row[width:]

@@ -12,6 +12,7 @@ from collections.abc import Collection, Iterable, Mapping
 
 from django.db import connection
 
+from accounts.sql import prepared_cursor
 from contexts.compression import packed_tokens
 from contexts.retrieval.types import CandidateRow, RetrievalRequest
 from contexts.services.rls import pg_int_array
@@ -94,7 +95,7 @@ class CandidateRows:
         if not ids and not public_ids:
             return
         sql = _BY_ID_SQL.format(columns=COLUMNS, retrievable=retrievable(self.request))
-        with connection.cursor() as cursor:
+        with prepared_cursor() as cursor:
             cursor.execute(sql, {**retrievable_params(self.request), "ids": sorted(ids),
                                  "public_ids": sorted(public_ids)})
             self.by_pk.update((row[0], CandidateRow(*row)) for row in cursor.fetchall())
