@@ -362,11 +362,28 @@ ROLE_ACTIONS: dict[str, frozenset[str]] = {
 }
 
 
+def higher_role(*roles: str | None) -> str | None:
+    """The role that allows the most of ``roles`` (None when none is given)."""
+    ranked = [role for role in Role.values if role in roles]
+    return ranked[-1] if ranked else None
+
+
 class Membership(models.Model):
+    """A person's role in an organization.
+
+    ``role`` is what the person may do, the one value permissions read. It is the higher of
+    two grants kept apart (issue 26): ``hand_role``, given in the console (or by a command),
+    and ``mapped_role``, given by the single-sign-on group mapping on each login. The mapping
+    changes only its own grant, so it never takes away a role an administrator gave by hand;
+    a membership with neither grant is deleted.
+    """
+
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE,
                              related_name="memberships")
     org = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="memberships")
     role = models.CharField(max_length=16, choices=Role.choices, default=Role.VIEWER)
+    hand_role = models.CharField(max_length=16, choices=Role.choices, null=True, blank=True)
+    mapped_role = models.CharField(max_length=16, choices=Role.choices, null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
@@ -374,6 +391,14 @@ class Membership(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user} in {self.org} as {self.role}"
+
+    def save(self, *args, **kwargs) -> None:
+        if self.hand_role is None and self.mapped_role is None:
+            self.hand_role = self.role  # written with a role alone: a grant by hand
+        self.role = higher_role(self.hand_role, self.mapped_role)
+        if kwargs.get("update_fields") is not None:
+            kwargs["update_fields"] = {*kwargs["update_fields"], "role", "hand_role"}
+        super().save(*args, **kwargs)
 
 
 TOKEN_PREFIX = "ctx"
@@ -459,3 +484,34 @@ class TokenScope(OrgFromParent):
 
     def __str__(self) -> str:
         return f"{self.apitoken_id} → {self.scope_id}"
+
+
+class ExternalIdentity(models.Model):
+    """An account's identity at an OpenID Connect provider: the provider's issuer and its
+    subject for the person, never the e-mail alone (issue 26, ADR 0019).
+
+    Not a tenant table: like the account itself, an identity spans every organization the
+    person belongs to. The refresh token is stored sealed (``contexts.services.oidc``) and
+    lets the periodic check ask the provider whether the person is still there.
+    """
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE,
+                             related_name="external_identities")
+    issuer = models.CharField(max_length=500)
+    subject = models.CharField(max_length=255)
+    email = models.EmailField(blank=True)
+    email_verified = models.BooleanField(default=False)
+    groups = models.JSONField(default=list, blank=True)
+    sealed_refresh_token = models.TextField(blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    last_login_at = models.DateTimeField(null=True, blank=True)
+    checked_at = models.DateTimeField(null=True, blank=True)
+    deprovisioned_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["issuer", "subject"],
+                                               name="one_account_per_subject")]
+        indexes = [models.Index(fields=["checked_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.subject} at {self.issuer}"

@@ -260,6 +260,46 @@ LOGIN_FAILURE_WINDOW_SECONDS = env_int("CONTEXTS_LOGIN_FAILURE_WINDOW_SECONDS", 
 LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "console:login"
 
+# --- Single sign-on (OpenID Connect; docs/operations.md "Single sign-on", ADR 0019) ----------
+# On when a discovery URL (or an issuer, whose discovery document is at the standard path) and
+# a client id are set. The client secret may come from a file (OIDC_CLIENT_SECRET_FILE).
+OIDC_ISSUER = env_str("OIDC_ISSUER").rstrip("/")
+OIDC_DISCOVERY_URL = env_str("OIDC_DISCOVERY_URL") or (
+    f"{OIDC_ISSUER}/.well-known/openid-configuration" if OIDC_ISSUER else "")
+OIDC_CLIENT_ID = env_str("OIDC_CLIENT_ID")
+OIDC_CLIENT_SECRET = env_str("OIDC_CLIENT_SECRET")
+OIDC_SCOPES = env_str("OIDC_SCOPES", "openid email profile")
+# Extra parameters of the authorization request, as a query string (Google issues a refresh
+# token only with "access_type=offline&prompt=consent").
+OIDC_AUTHORIZE_PARAMS = env_str("OIDC_AUTHORIZE_PARAMS")
+OIDC_ENABLED = bool(OIDC_DISCOVERY_URL and OIDC_CLIENT_ID)
+# Only these e-mail domains may sign in (empty: any the provider vouches for).
+OIDC_ALLOWED_DOMAINS = [d.lower().lstrip("@") for d in env_list("OIDC_ALLOWED_DOMAINS")]
+# The claim that lists the person's groups, and the mapping of groups to roles (JSON, or a
+# file of it): {"group": [{"org": "acme", "role": "tech_lead"},
+#                         {"org": "acme", "repo": "payments", "role": "curator"}], …}.
+OIDC_GROUPS_CLAIM = env_str("OIDC_GROUPS_CLAIM", "groups")
+OIDC_GROUP_MAPPING = env_str("OIDC_GROUP_MAPPING", "{}")
+# Every signed-in person is asked of the provider again (refresh token, then userinfo) after
+# this many seconds: a removal there takes effect here within it, without a new login.
+OIDC_RECHECK_SECONDS = env_int("OIDC_RECHECK_SECONDS", 900)
+# Seconds to wait for the provider on each call.
+OIDC_TIMEOUT_SECONDS = env_int("OIDC_TIMEOUT_SECONDS", 10)
+OIDC_BUTTON_LABEL = env_str("OIDC_BUTTON_LABEL", "Sign in with your company account")
+# The username/password form (off: only single sign-on; a superuser can still use
+# `manage.py createsuperuser` and the admin site's redirect to the console's login).
+LOCAL_LOGIN_ENABLED = env_bool("CONTEXTS_LOCAL_LOGIN", True)
+if OIDC_RECHECK_SECONDS < 60:
+    from django.core.exceptions import ImproperlyConfigured
+
+    raise ImproperlyConfigured("OIDC_RECHECK_SECONDS must be at least 60, not "
+                               f"{OIDC_RECHECK_SECONDS}")
+if not LOCAL_LOGIN_ENABLED and not OIDC_ENABLED:
+    from django.core.exceptions import ImproperlyConfigured
+
+    raise ImproperlyConfigured("CONTEXTS_LOCAL_LOGIN=0 needs single sign-on: set "
+                               "OIDC_DISCOVERY_URL (or OIDC_ISSUER) and OIDC_CLIENT_ID")
+
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = True
@@ -554,6 +594,9 @@ GOVERNANCE_REPORT_WINDOW_DAYS = 90
 
 CELERY_BEAT_SCHEDULE = {
     **globals().get("CELERY_BEAT_SCHEDULE", {}),
+    # Asks the provider about those due (each person every OIDC_RECHECK_SECONDS at most).
+    "sso-recheck": {"task": "contexts.governance.tasks.recheck_identities",
+                    "schedule": float(max(60, OIDC_RECHECK_SECONDS // 4))},
     "governance-scan-staleness": {"task": "contexts.governance.tasks.scan_staleness",
                                   "schedule": crontab(hour=2, minute=0)},
     "governance-propose-duplicates": {"task": "contexts.governance.tasks.propose_duplicates",

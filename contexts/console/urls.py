@@ -17,6 +17,7 @@ from contexts.console.views import (
     login,
     pins,
     search,
+    sso,
     tokens,
     traces,
 )
@@ -25,6 +26,8 @@ app_name = "console"
 
 urlpatterns = [
     path("login/", login.ThrottledLoginView.as_view(), name="login"),
+    path("login/sso/", sso.start, name="sso-start"),
+    path("login/sso/callback/", sso.callback, name="sso-callback"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("", home.home, name="home"),
     path("switch/", home.switch_org, name="switch-org"),

@@ -13,6 +13,8 @@ urlpatterns: list = [
          name="member-role"),
     path("o/<slug:slug>/members/<username:username>/repository-role",
          members.member_repository_role, name="member-repository-role"),
+    path("o/<slug:slug>/members/<username:username>/revoke-tokens",
+         members.member_revoke_tokens, name="member-revoke-tokens"),
     path("o/<slug:slug>/members/<username:username>/deactivate", members.member_deactivate,
          name="member-deactivate"),
     path("o/<slug:slug>/members/<username:username>/reactivate", members.member_reactivate,

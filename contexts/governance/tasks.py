@@ -15,8 +15,10 @@ from django.db.models import QuerySet
 from accounts.models import Organization
 from contexts.governance.authority import compute_authority as compute
 from contexts.governance.dedup_review import propose_duplicates as propose
+from contexts.governance.identity import recheck_due
 from contexts.governance.reembed import build, drop_expired_shadows, resume_building
 from contexts.governance.staleness import scan
+from contexts.services import oidc
 
 
 def _now(now: str | None) -> dt.datetime | None:
@@ -60,3 +62,11 @@ def drop_shadow_generations(now: str | None = None) -> list[int]:
     for generation_id in resume_building():
         reembed_generation.delay(generation_id)
     return drop_expired_shadows(_now(now))
+
+
+@shared_task(acks_late=True, reject_on_worker_lost=True)
+def recheck_identities(now: str | None = None) -> dict:
+    """Single sign-on: ask the provider about the people due (``OIDC_RECHECK_SECONDS``)."""
+    if not oidc.enabled():
+        return {"checked": 0, "deprovisioned": 0, "unavailable": 0}
+    return recheck_due(_now(now))

@@ -35,7 +35,7 @@ from django.core.exceptions import ValidationError
 from django.core.mail import send_mail
 from django.core.validators import validate_email
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import Count, Q
 from django.urls import reverse
 from django.utils.encoding import force_bytes
 from django.utils.http import urlsafe_base64_encode
@@ -44,15 +44,18 @@ from guardian.shortcuts import assign_perm, get_perms, remove_perm
 
 from accounts.models import (
     ROLE_ACTIONS,
+    ApiToken,
+    ExternalIdentity,
     Membership,
     Organization,
     Persona,
     Repository,
     Role,
     Session,
+    higher_role,
 )
 from accounts.permissions import may
-from contexts.governance import nudges
+from contexts.governance import identity, nudges
 from contexts.models import Nudge
 from contexts.models.governance import NudgeState
 from contexts.services import audit
@@ -108,7 +111,12 @@ class Created:
 @dataclasses.dataclass
 class MemberRow:
     membership: Membership
-    repository_roles: dict[int, str]  # repository pk → role given on it
+    repository_roles: dict[int, str]  # repository pk → role given on it by hand
+    # Single sign-on: the roles the group mapping gives on repositories, the person's identity
+    # at the provider (None for a local account), and their live agent tokens here.
+    mapped_repository_roles: dict[int, str] = dataclasses.field(default_factory=dict)
+    identity: ExternalIdentity | None = None
+    live_tokens: int = 0
 
     @property
     def user(self):
@@ -164,6 +172,7 @@ def list_members(principal: Any, org: Organization) -> list[MemberRow]:
     memberships = list(Membership.objects.filter(org=org).select_related("user")
                        .order_by("user__username"))
     repositories = {str(repo.pk): repo for repo in Repository.objects.filter(org=org)}
+    by_pk = {repo.pk for repo in repositories.values()}
     # Every member's grants on the organization's repositories in one query.
     held: dict[tuple[int, int], set[str]] = defaultdict(set)
     grants = UserObjectPermission.objects.filter(
@@ -172,8 +181,16 @@ def list_members(principal: Any, org: Organization) -> list[MemberRow]:
     ).values_list("user_id", "object_pk", "permission__codename")
     for user_id, object_pk, codename in grants:
         held[(user_id, repositories[object_pk].pk)].add(codename.rsplit("_", 1)[0])
+    users = [m.user for m in memberships]
+    identities = identity.identities_of(users)
+    tokens = dict(ApiToken.objects.filter(org=org, revoked_at__isnull=True,
+                                          created_by__in=users)
+                  .values("created_by").annotate(n=Count("pk")).values_list("created_by", "n"))
     return [MemberRow(m, {repo_pk: role for (user_id, repo_pk), actions in held.items()
-                          if user_id == m.user_id and (role := _role_of(actions))})
+                          if user_id == m.user_id and (role := _role_of(actions))},
+                      {pk: role for pk, role in identity.mapped_repository_roles(m.user).items()
+                       if pk in by_pk},
+                      identities.get(m.user_id), tokens.get(m.user_id, 0))
             for m in memberships]
 
 
@@ -281,14 +298,16 @@ def set_role(principal: Any, command: SetRole) -> Membership:
     with transaction.atomic():
         _lock_admins(command.org)
         membership = _membership(command.org, command.username)
-        before = membership.role
+        # The role given by hand; one the single-sign-on mapping gave stays beside it.
+        before = membership.hand_role
         if before == role:
             return membership
-        if role != Role.ADMIN and _is_last_admin(membership):
+        if (higher_role(role, membership.mapped_role) != Role.ADMIN
+                and _is_last_admin(membership)):
             raise InvalidOperation("the organization needs at least one active administrator",
                                    field="role")
-        membership.role = role
-        membership.save(update_fields=["role"])
+        membership.hand_role = role
+        membership.save(update_fields=["hand_role"])
         audit.record(principal, "member.role", membership.user, org=command.org,
                      before={"username": command.username, "role": before},
                      after={"username": command.username, "role": role})

@@ -15,7 +15,7 @@ import math
 
 from django.conf import settings
 from django.contrib.auth.views import LoginView
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseForbidden
 
 from contexts.availability import redis_call
 from contexts.client_address import client_address
@@ -57,10 +57,22 @@ class LoginFailureThrottle(AgentRateThrottle):
 
 
 class ThrottledLoginView(LoginView):
+    """The login page: the single-sign-on button when a provider is configured, and the
+    password form unless ``CONTEXTS_LOCAL_LOGIN`` switched it off (then a password post is
+    refused, 403, whatever it holds)."""
+
     template_name = "console/login.html"
     redirect_authenticated_user = True
 
+    def get_context_data(self, **kwargs):
+        return {**super().get_context_data(**kwargs), "sso_enabled": settings.OIDC_ENABLED,
+                "sso_label": settings.OIDC_BUTTON_LABEL,
+                "local_login": settings.LOCAL_LOGIN_ENABLED}
+
     def post(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:
+        if not settings.LOCAL_LOGIN_ENABLED:
+            return HttpResponseForbidden("password login is switched off; sign in through "
+                                         "your identity provider")
         self.throttle = LoginFailureThrottle(request.POST.get("username", ""))
         if self.throttle.locked(request):
             wait = math.ceil(self.throttle.wait())

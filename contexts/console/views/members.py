@@ -27,6 +27,7 @@ from contexts.console.querysets import visible
 from contexts.console.views.common import get_org, org_context
 from contexts.services.errors import InvalidOperation
 from contexts.usecases import members as usecase
+from contexts.usecases import sso
 from contexts.usecases.errors import NotVisible, Refused
 
 
@@ -55,6 +56,9 @@ def _page(request: HttpRequest, org: Organization, *, status: int = 200,
         row.repo_roles = [(repo, Role(row.repository_roles[repo.pk]).label)
                           for repo in repositories
                           if repo.pk in row.repository_roles]
+        row.mapped_repo_roles = [(repo, Role(row.mapped_repository_roles[repo.pk]).label)
+                                 for repo in repositories
+                                 if repo.pk in row.mapped_repository_roles]
     context = {
         **org_context(request, org, "members"),
         "rows": rows, "repositories": repositories,
@@ -176,6 +180,18 @@ def member_reactivate(request: HttpRequest, slug: str, username: str) -> HttpRes
     except InvalidOperation as exc:
         return _page(request, org, error=f"{username}: {exc}", status=400)
     messages.success(request, f"{username} is active again.")
+    return redirect("console:members", slug=org.slug)
+
+
+@login_required
+@require_POST
+def member_revoke_tokens(request: HttpRequest, slug: str, username: str) -> HttpResponse:
+    """Revoke, in one action, every live agent token ``username`` minted here (a person who
+    left keeps no working credential behind)."""
+    org = _admin_org(request, slug)
+    revoked = call(sso.revoke_tokens_minted_by, request.user, org, username)
+    messages.success(request, f"Revoked {revoked} agent token{'s' if revoked != 1 else ''} "
+                              f"minted by {username}.")
     return redirect("console:members", slug=org.slug)
 
 

@@ -1,0 +1,106 @@
+"""Single sign-on test support: the console configured against the real test provider
+(``tests.oidc_provider``, its own process), and a sign-in driven as a browser would drive it —
+the console's redirect, the provider's login form, the callback back into the console."""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+import secrets
+from dataclasses import dataclass
+from urllib.parse import urljoin, urlsplit
+
+import pytest
+import requests
+from django.test import Client
+
+from contexts.services import oidc
+from tests.oidc_provider.fixture import Provider
+
+TIMEOUT = 30
+PASSWORD = "provider-pw-1"
+MAPPING = {
+    "acme-leads": [{"org": "acme", "role": "tech_lead"}],
+    "acme-staff": [{"org": "acme", "role": "viewer"}],
+    "payments-curators": [{"org": "acme", "repo": "payments", "role": "curator"}],
+}
+
+
+@dataclass
+class Sso:
+    provider: Provider
+    client_id: str
+    callback_urls: tuple[str, ...]
+
+    def person(self, username: str, *, email: str | None = None, verified: bool = True,
+               groups: tuple[str, ...] = ("acme-leads",), active: bool = True,
+               name: str = "") -> str:
+        """Create or update a person at the provider; returns their subject."""
+        return self.provider.user(username, PASSWORD, email or f"{username}@acme.test",
+                                  email_verified=verified, name=name or username.title(),
+                                  groups=groups, active=active)
+
+
+def configure(settings, provider: Provider, callback_urls: tuple[str, ...]) -> Sso:
+    """Register a fresh client at the provider and point the console at it."""
+    client_id = f"console-{secrets.token_hex(4)}"
+    secret = secrets.token_urlsafe(24)
+    provider.client(client_id, secret, list(callback_urls))
+    settings.OIDC_DISCOVERY_URL = provider.discovery_url
+    settings.OIDC_CLIENT_ID = client_id
+    settings.OIDC_CLIENT_SECRET = secret
+    settings.OIDC_SCOPES = "openid email profile groups"
+    settings.OIDC_ENABLED = True
+    settings.OIDC_GROUP_MAPPING = json.dumps(MAPPING)
+    settings.OIDC_ALLOWED_DOMAINS = []
+    oidc.reset()
+    return Sso(provider, client_id, callback_urls)
+
+
+@pytest.fixture
+def sso(settings, oidc_provider: Provider):
+    configured = configure(settings, oidc_provider,
+                           ("http://testserver/login/sso/callback/",))
+    yield configured
+    oidc_provider.tamper("none")
+    oidc.reset()
+
+
+def provider_round_trip(sso: Sso, authorize_url: str, username: str) -> str:
+    """A browser at the provider: follow its redirects, sign in through its form; returns the
+    console callback URL (path and query) the provider sends the browser back to."""
+    session = requests.Session()
+    response = session.get(authorize_url, allow_redirects=False, timeout=TIMEOUT)
+    for _ in range(10):
+        if response.status_code == 200 and 'name="password"' in response.text:
+            token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', response.text)
+            assert token, response.text
+            form = {"csrfmiddlewaretoken": token.group(1), "username": username,
+                    "password": PASSWORD}
+            next_field = re.search(r'name="next" value="([^"]*)"', response.text)
+            if next_field:
+                form["next"] = html.unescape(next_field.group(1))
+            response = session.post(response.url, data=form, allow_redirects=False,
+                                    headers={"Origin": sso.provider.base_url},
+                                    timeout=TIMEOUT)
+            continue
+        assert response.status_code in (301, 302, 303), (response.status_code, response.text)
+        target = urljoin(response.url, response.headers["Location"])
+        if target.startswith(sso.callback_urls):
+            parts = urlsplit(target)
+            return f"{parts.path}?{parts.query}"
+        response = session.get(target, allow_redirects=False, timeout=TIMEOUT)
+    raise AssertionError("too many redirects")
+
+
+def start(client: Client) -> str:
+    """The console's redirect to the provider; returns the authorization URL."""
+    response = client.get("/login/sso/")
+    assert response.status_code == 302, response.content[:500]
+    return response["Location"]
+
+
+def sign_in(sso: Sso, client: Client, username: str):
+    """The whole sign-in; returns the console's answer to the callback."""
+    return client.get(provider_round_trip(sso, start(client), username))
