@@ -56,7 +56,7 @@ from accounts.models import (
 )
 from accounts.permissions import may
 from contexts.governance import identity, nudges
-from contexts.models import Nudge
+from contexts.models import AuditEvent, Nudge
 from contexts.models.governance import NudgeState
 from contexts.services import audit
 from contexts.services.errors import InvalidOperation
@@ -167,6 +167,20 @@ def _is_last_admin(membership: Membership) -> bool:
 
 
 # --- reading --------------------------------------------------------------------------------
+ACCESS_EVENT_PREFIXES = ("sso.", "member.", "token.")
+
+
+def access_events(principal: Any, org: Organization, limit: int = 50) -> list[AuditEvent]:
+    """The organization's latest sign-ins (and refused ones), role changes — by hand and by
+    the group mapping — deprovisionings and token revocations, newest first."""
+    require_admin(principal, org)
+    wanted = Q()
+    for prefix in ACCESS_EVENT_PREFIXES:
+        wanted |= Q(action__startswith=prefix)
+    return list(AuditEvent.objects.filter(wanted, org=org).select_related("actor")
+                .order_by("-created_at", "-pk")[:limit])
+
+
 def list_members(principal: Any, org: Organization) -> list[MemberRow]:
     require_admin(principal, org)
     memberships = list(Membership.objects.filter(org=org).select_related("user")

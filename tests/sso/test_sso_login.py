@@ -313,3 +313,25 @@ def test_the_redirect_asks_for_a_code_with_pkce_state_and_nonce(sso, acme, setti
     assert query["code_challenge_method"] == ["S256"] and len(query["code_challenge"][0]) >= 43
     assert query["state"][0] and query["nonce"][0]
     assert query["access_type"] == ["offline"] and query["prompt"] == ["consent"]
+
+
+def test_organization_admins_see_sign_ins_and_role_changes(sso, acme):
+    admin = UserFactory()
+    Membership.objects.create(user=admin, org=acme, role=Role.ADMIN)
+    sso.person("ivy", groups=("acme-leads",))
+    sign_in(sso, Client(), "ivy")
+    sso.provider.tamper("expired")
+    sign_in(sso, Client(), "ivy")
+    sso.provider.tamper("none")
+    page = Client()
+    page.force_login(admin)
+    html = page.get("/o/acme/members/").content.decode()
+    for action in ("sso.login", "sso.role", "sso.login_failed"):
+        assert f"<code>{action}</code>" in html, action
+    assert "it has expired" in html
+    # A curator (not an administrator) does not see them.
+    curator = UserFactory()
+    Membership.objects.create(user=curator, org=acme, role=Role.CURATOR)
+    viewer = Client()
+    viewer.force_login(curator)
+    assert viewer.get("/o/acme/members/").status_code == 403

@@ -69,6 +69,7 @@ def _page(request: HttpRequest, org: Organization, *, status: int = 200,
         "role_choices": RoleForm.base_fields["role"].choices,
         "created": forms.get("created"), "set_password_url": forms.get("set_password_url"),
         "error": forms.get("error"),
+        "events": call(usecase.access_events, request.user, org),
     }
     response = render(request, "console/members.html", context, status=status)
     response["Cache-Control"] = "no-store"  # a set-password link is shown once
