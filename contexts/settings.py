@@ -283,6 +283,9 @@ OIDC_GROUP_MAPPING = env_str("OIDC_GROUP_MAPPING", "{}")
 # Every signed-in person is asked of the provider again (refresh token, then userinfo) after
 # this many seconds: a removal there takes effect here within it, without a new login.
 OIDC_RECHECK_SECONDS = env_int("OIDC_RECHECK_SECONDS", 900)
+# How often beat looks for people due: each is asked one tick before their interval ends, so
+# the interval is the longest a removal at the provider goes unnoticed.
+OIDC_RECHECK_TICK_SECONDS = max(30, OIDC_RECHECK_SECONDS // 4)
 # Seconds to wait for the provider on each call.
 OIDC_TIMEOUT_SECONDS = env_int("OIDC_TIMEOUT_SECONDS", 10)
 OIDC_BUTTON_LABEL = env_str("OIDC_BUTTON_LABEL", "Sign in with your company account")
@@ -596,7 +599,7 @@ CELERY_BEAT_SCHEDULE = {
     **globals().get("CELERY_BEAT_SCHEDULE", {}),
     # Asks the provider about those due (each person every OIDC_RECHECK_SECONDS at most).
     "sso-recheck": {"task": "contexts.governance.tasks.recheck_identities",
-                    "schedule": float(max(60, OIDC_RECHECK_SECONDS // 4))},
+                    "schedule": float(OIDC_RECHECK_TICK_SECONDS)},
     "governance-scan-staleness": {"task": "contexts.governance.tasks.scan_staleness",
                                   "schedule": crontab(hour=2, minute=0)},
     "governance-propose-duplicates": {"task": "contexts.governance.tasks.propose_duplicates",

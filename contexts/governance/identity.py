@@ -350,11 +350,14 @@ def deprovision(identity: ExternalIdentity, why: str,
 
 
 def recheck_due(now=None, *, limit: int = 500) -> dict[str, int]:
-    """Ask the provider about every person not checked for ``OIDC_RECHECK_SECONDS``: refresh
-    token, then userinfo. Refused → deprovisioned; otherwise the mapping is applied to their
-    current groups. A provider that does not answer changes nothing."""
+    """Ask the provider about every person due — checked longer ago than
+    ``OIDC_RECHECK_SECONDS`` less one beat tick, so no removal waits longer than the interval —
+    with their refresh token, then userinfo. Refused → deprovisioned; otherwise the mapping is
+    applied to their current groups. A provider that does not answer changes nothing."""
     now = now or timezone.now()
-    cutoff = now - timezone.timedelta(seconds=settings.OIDC_RECHECK_SECONDS)
+    # One beat tick early: asked at the last tick inside their interval, never after it.
+    cutoff = now - timezone.timedelta(
+        seconds=settings.OIDC_RECHECK_SECONDS - settings.OIDC_RECHECK_TICK_SECONDS)
     due = (ExternalIdentity.objects.select_related("user")
            .filter(deprovisioned_at__isnull=True).exclude(sealed_refresh_token="")
            .filter(Q(checked_at__isnull=True) | Q(checked_at__lte=cutoff))

@@ -108,6 +108,7 @@ def test_a_repository_grant_comes_through_a_group(sso, acme):
 def test_a_group_removed_at_the_provider_takes_the_role_within_the_interval(sso, acme,
                                                                              settings):
     settings.OIDC_RECHECK_SECONDS = 600
+    settings.OIDC_RECHECK_TICK_SECONDS = 150
     sso.person("gus", groups=("acme-leads",))
     client = Client()
     sign_in(sso, client, "gus")
@@ -117,10 +118,12 @@ def test_a_group_removed_at_the_provider_takes_the_role_within_the_interval(sso,
     nudge = Nudge.objects.create(org=acme, fragment=fragment, owner=user,
                                  reasons=[{"code": "age", "detail": "old"}])
     sso.person("gus", groups=())  # removed from every group at the provider
-    # Within the interval nobody asks the provider yet.
-    assert recheck_identities.apply().get()["checked"] == 0
+    # Early in the interval nobody asks the provider yet.
+    soon = timezone.now() + dt.timedelta(seconds=300)
+    assert recheck_identities.apply(kwargs={"now": soon.isoformat()}).get()["checked"] == 0
     assert may(user, "pin", acme.scope)
-    later = timezone.now() + dt.timedelta(seconds=601)
+    # At the last beat tick inside the interval, the provider is asked.
+    later = timezone.now() + dt.timedelta(seconds=600 - 150 + 1)
     result = recheck_identities.apply(kwargs={"now": later.isoformat()}).get()
     assert result == {"checked": 1, "deprovisioned": 1, "unavailable": 0}
     user.refresh_from_db()

@@ -13,7 +13,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 PRINT = ("import django, json; django.setup(); from django.conf import settings as s; "
          "print(json.dumps([s.OIDC_ENABLED, s.OIDC_DISCOVERY_URL, s.OIDC_CLIENT_SECRET, "
-         "s.OIDC_GROUP_MAPPING, s.OIDC_ALLOWED_DOMAINS, s.LOCAL_LOGIN_ENABLED]))")
+         "s.OIDC_GROUP_MAPPING, s.OIDC_ALLOWED_DOMAINS, s.LOCAL_LOGIN_ENABLED, "
+         "s.CELERY_BEAT_SCHEDULE['sso-recheck']]))")
 
 
 def _settings(env: dict[str, str]) -> subprocess.CompletedProcess:
@@ -33,15 +34,17 @@ def test_the_client_secret_and_the_mapping_may_come_from_files(tmp_path):
                         "OIDC_CLIENT_ID": "contexts", "OIDC_CLIENT_SECRET_FILE": str(secret),
                         "OIDC_GROUP_MAPPING_FILE": str(mapping),
                         "OIDC_ALLOWED_DOMAINS": "Example.com, @acme.test",
-                        "CONTEXTS_LOCAL_LOGIN": "0"})
+                        "CONTEXTS_LOCAL_LOGIN": "0", "OIDC_RECHECK_SECONDS": "600"})
     assert result.returncode == 0, result.stderr
-    enabled, discovery, client_secret, group_mapping, domains, local = json.loads(
+    enabled, discovery, client_secret, group_mapping, domains, local, beat = json.loads(
         result.stdout.strip().splitlines()[-1])
     assert enabled and not local
     assert discovery == "https://id.example.com/realms/acme/.well-known/openid-configuration"
     assert client_secret == "s3cret-from-a-file"
     assert '"tech_lead"' in group_mapping
     assert domains == ["example.com", "acme.test"]
+    # Beat looks for people due four times an interval (each is asked within it).
+    assert beat == {"task": "contexts.governance.tasks.recheck_identities", "schedule": 150.0}
 
 
 def test_sso_is_off_without_a_provider():
