@@ -137,6 +137,12 @@ def _account_for(issuer: str, subject: str, email: str, verified: bool, claims: 
                 _failed(issuer, subject, email, "several accounts have this e-mail")
                 raise SignInFailed("Several accounts have this e-mail address; ask your "
                                    "administrator to link yours.")
+            if matches[0].is_superuser or matches[0].is_staff:
+                # The operator's accounts stay local: a provider account must not become
+                # the superuser because an address matches.
+                _failed(issuer, subject, email, "e-mail matches a staff or superuser account")
+                raise SignInFailed("This e-mail address belongs to an operator account, "
+                                   "which signs in with its password only.")
             if ExternalIdentity.objects.filter(user=matches[0], issuer=issuer).exists():
                 _failed(issuer, subject, email, "account linked to another subject")
                 raise SignInFailed("This e-mail address belongs to an account linked to "

@@ -338,3 +338,14 @@ def test_organization_admins_see_sign_ins_and_role_changes(sso, acme):
     viewer = Client()
     viewer.force_login(curator)
     assert viewer.get("/o/acme/members/").status_code == 403
+
+
+def test_an_operator_account_is_never_linked_by_e_mail(sso, acme):
+    root = UserFactory(username="root", email="root@acme.test", is_superuser=True,
+                       is_staff=True)
+    sso.person("root-at-idp", email="root@acme.test", verified=True, groups=("acme-leads",))
+    client = Client()
+    response = sign_in(sso, client, "root-at-idp")
+    assert response.status_code == 403 and "operator account" in response.content.decode()
+    assert _signed_in_user(client) is None
+    assert not ExternalIdentity.objects.filter(user=root).exists()
