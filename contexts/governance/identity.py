@@ -31,7 +31,7 @@ from collections.abc import Iterable
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser, Group
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 from guardian.models import UserObjectPermission
@@ -64,11 +64,19 @@ def sign_in(issuer: str, claims: dict, refresh_token: str | None) -> AbstractBas
     mapping applied. Raises :class:`SignInFailed` (with the reason shown to the person); what
     a refusal records (its audit event, roles taken away) is kept."""
     refused: SignInFailed | None = None
-    with transaction.atomic():
+    for attempt in (1, 2):
         try:
-            user = _sign_in(issuer, claims, refresh_token)
-        except SignInFailed as exc:
-            refused = exc
+            with transaction.atomic():
+                try:
+                    user = _sign_in(issuer, claims, refresh_token)
+                except SignInFailed as exc:
+                    refused = exc
+            break
+        except IntegrityError:
+            # Two first sign-ins of one person at once (two tabs): the other made the
+            # identity (or the username) first; the second attempt finds it.
+            if attempt == 2:
+                raise
     if refused is not None:
         raise refused
     return user
