@@ -6,6 +6,7 @@ from guardian.admin import GuardedModelAdmin as _GuardedModelAdmin
 
 from accounts.models import (
     ApiToken,
+    ExternalIdentity,
     Membership,
     Organization,
     Persona,
@@ -62,8 +63,29 @@ class SessionAdmin(GuardedModelAdmin):
 
 @admin.register(Membership)
 class MembershipAdmin(admin.ModelAdmin):
-    list_display = ("user", "org", "role")
+    """``role`` is computed (the higher of the two grants): only the hand grant is edited
+    here; the mapped one belongs to single sign-on."""
+
+    list_display = ("user", "org", "role", "hand_role", "mapped_role")
     list_filter = ("org", "role")
+    fields = ("user", "org", "hand_role", "role", "mapped_role", "created_at")
+    readonly_fields = ("role", "mapped_role", "created_at")
+
+
+@admin.register(ExternalIdentity)
+class ExternalIdentityAdmin(admin.ModelAdmin):
+    """Who an account is at the identity provider. Deleting one unlinks the account (its next
+    sign-in through the provider links or creates again, by the usual rules)."""
+
+    list_display = ("user", "issuer", "subject", "email", "email_verified", "last_login_at",
+                    "checked_at", "deprovisioned_at")
+    search_fields = ("user__username", "email", "subject")
+    exclude = ("sealed_refresh_token",)
+    readonly_fields = ("user", "issuer", "subject", "email", "email_verified", "groups",
+                       "created_at", "last_login_at", "checked_at", "deprovisioned_at")
+
+    def has_add_permission(self, request) -> bool:
+        return False  # made by a sign-in
 
 
 @admin.register(Scope)

@@ -31,3 +31,9 @@ class ContextsConfig(AppConfig):
         secrets_found.connect(secret_nudges.nudge_owners,
                               dispatch_uid="governance.secret_nudges")
         metrics.add_scrape_collector(follower.LAG_COLLECTOR)
+        from contexts.services import oidc
+
+        if oidc.enabled():
+            # A mistake in the group mapping stops the start, naming where it is, rather than
+            # answering the first sign-in with an error.
+            oidc.group_mapping()

@@ -289,8 +289,8 @@ OIDC_RECHECK_TICK_SECONDS = max(30, OIDC_RECHECK_SECONDS // 4)
 # Seconds to wait for the provider on each call.
 OIDC_TIMEOUT_SECONDS = env_int("OIDC_TIMEOUT_SECONDS", 10)
 OIDC_BUTTON_LABEL = env_str("OIDC_BUTTON_LABEL", "Sign in with your company account")
-# The username/password form (off: only single sign-on; a superuser can still use
-# `manage.py createsuperuser` and the admin site's redirect to the console's login).
+# The username/password form (off: single sign-on only, but for the operator's staff and
+# superuser accounts, which sign in with their password at /login/?operator).
 LOCAL_LOGIN_ENABLED = env_bool("CONTEXTS_LOCAL_LOGIN", True)
 if OIDC_RECHECK_SECONDS < 60:
     from django.core.exceptions import ImproperlyConfigured

@@ -156,13 +156,20 @@ def _account_for(issuer: str, subject: str, email: str, verified: bool, claims: 
                 raise SignInFailed("This e-mail address belongs to an account linked to "
                                    "another identity at your provider.")
             return matches[0]
-    if not oidc.grants_for(groups):
+    if not any(_exists(grant) for grant in oidc.grants_for(groups)):
         _failed(issuer, subject, email, "in no mapped group")
         raise SignInFailed("Your account is not in any group that has access here. Ask your "
                            "administrator to add you to one.")
     user = users.create_user(username=_free_username(claims, email, subject), email=email,
                              password=None)
     return user
+
+
+def _exists(grant: Grant) -> bool:
+    """Does the organization (and repository) a grant names exist?"""
+    if grant.repo is None:
+        return Organization.objects.filter(slug=grant.org).exists()
+    return Repository.objects.filter(org__slug=grant.org, slug=grant.repo).exists()
 
 
 def _free_username(claims: dict, email: str, subject: str) -> str:
@@ -384,18 +391,25 @@ def recheck_due(now=None, *, limit: int = 500) -> dict[str, int]:
             logger.warning("identity provider unavailable for %s: %s", identity, exc)
             counts["unavailable"] += 1
             continue
+        except oidc.TokenUnreadable:
+            logger.warning("the refresh token of %s does not open (SECRET_KEY changed?): "
+                           "checked at the next sign-in instead", identity)
+            identity.sealed_refresh_token = ""
+            identity.save(update_fields=["sealed_refresh_token"])
+            counts["unavailable"] += 1
+            continue
         counts["checked"] += 1
         if claims is None or str(claims.get("sub", identity.subject)) != identity.subject:
             deprovision(identity, "the provider refused the refresh token")
             counts["deprovisioned"] += 1
             continue
-        groups = oidc.groups_of(claims)
+        groups = oidc.groups_of(claims) if oidc.states_groups(claims) else identity.groups
         with transaction.atomic():
             identity.groups, identity.checked_at = groups, now
             identity.sealed_refresh_token = sealed
             identity.save(update_fields=["groups", "checked_at", "sealed_refresh_token"])
             orgs = _orgs_of(identity.user)
-            if not apply_mapping(identity.user, groups):
+            if not apply_mapping(identity.user, groups) and not _hand_roles(identity.user):
                 deprovision(identity, "lists the person in no mapped group", orgs=orgs)
                 counts["deprovisioned"] += 1
     return counts

@@ -9,7 +9,8 @@ and ``at_hash``. This module configures it from settings, turns its errors into 
 
 Refresh tokens are sealed (Fernet, a key derived from ``SECRET_KEY``): a copy of the database
 alone does not let anyone ask the provider for tokens. Rotating ``SECRET_KEY`` makes the
-stored ones unreadable; those people are then checked at their next login instead.
+stored ones unreadable; the periodic check then drops them (logged) and those people are
+checked at their next sign-in instead.
 """
 
 from __future__ import annotations
@@ -155,13 +156,21 @@ def _why_token_refused(exc: Exception) -> str:
     return f"The identity provider's ID token was refused: {why}. Nothing was signed in."
 
 
+class TokenUnreadable(Exception):
+    """A stored refresh token does not open (``SECRET_KEY`` changed): the provider cannot be
+    asked, which says nothing about the person."""
+
+
 def refresh(sealed_token: str) -> tuple[dict | None, str]:
-    """Ask the provider about a person again: (their current claims — userinfo over the
-    refreshed ID token's — or None when the provider refused them, the new sealed refresh
-    token). Raises :class:`ProviderUnavailable` when it did not answer."""
+    """Ask the provider about a person again: (their current claims, or None when the provider
+    refused them; the new sealed refresh token). The claims are the refreshed ID token's
+    (validated as at sign-in, but for the nonce) with userinfo's over them: some providers put
+    groups only in the ID token (Entra ID), others only in userinfo. Raises
+    :class:`ProviderUnavailable` when the provider did not answer, :class:`TokenUnreadable`
+    when the stored token does not open."""
     refresh_token = unseal(sealed_token)
     if not refresh_token:
-        return None, ""
+        raise TokenUnreadable("the stored refresh token does not open")
     oidc = client()
     try:
         token = oidc.fetch_access_token(grant_type="refresh_token", refresh_token=refresh_token)
@@ -171,8 +180,14 @@ def refresh(sealed_token: str) -> tuple[dict | None, str]:
         raise ProviderUnavailable(str(exc)) from exc
     except Exception as exc:  # noqa: BLE001 - network: conclude nothing
         raise ProviderUnavailable(str(exc)) from exc
+    claims: dict = {}
+    if token.get("id_token"):
+        try:
+            claims.update(oidc.parse_id_token(token, nonce=None))
+        except Exception as exc:  # noqa: BLE001 - a refreshed ID token that does not hold
+            raise ProviderUnavailable(f"the refreshed ID token was refused: {exc}") from exc
     try:
-        claims = dict(oidc.userinfo(token=token))
+        claims.update(oidc.userinfo(token=token))
     except Exception as exc:  # noqa: BLE001 - 401: the provider no longer knows the person
         status = getattr(getattr(exc, "response", None), "status_code", None)
         if status in (401, 403):
@@ -216,6 +231,12 @@ def group_mapping() -> dict[str, tuple[Grant, ...]]:
             parsed.append(Grant(grant["org"], grant["role"], repo))
         mapping[str(group)] = tuple(parsed)
     return mapping
+
+
+def states_groups(claims: dict) -> bool:
+    """Do these claims say the person's groups at all? (An absent claim says nothing: a
+    periodic check keeps the groups last seen rather than read it as "in no group".)"""
+    return settings.OIDC_GROUPS_CLAIM in claims
 
 
 def groups_of(claims: dict) -> list[str]:

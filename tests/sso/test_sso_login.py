@@ -10,6 +10,7 @@ import json
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
+from cryptography.fernet import Fernet
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ImproperlyConfigured
 from django.test import Client
@@ -170,6 +171,9 @@ def test_a_mapping_change_never_removes_a_hand_granted_role(sso, acme):
         Role.CURATOR, Role.CURATOR, None)
     user.refresh_from_db()
     assert user.is_active  # a role given by hand keeps the account
+    # … and it stays under watch: the provider is asked about it again next time.
+    linked = ExternalIdentity.objects.get(user=user)
+    assert linked.deprovisioned_at is None and linked.sealed_refresh_token
     # The members page shows where each role came from.
     page = Client()
     page.force_login(admin)
@@ -266,6 +270,12 @@ def test_the_login_page_offers_the_provider_and_can_switch_passwords_off(sso, ac
     response = Client().post("/login/", {"username": user.username,
                                          "password": "pw-for-tests-only"})
     assert response.status_code == 403
+    # The operator's accounts keep their password (single sign-on never links them).
+    operator = UserFactory(is_staff=True, is_superuser=True)
+    assert 'name="password"' in Client().get("/login/?operator").content.decode()
+    response = Client().post("/login/?operator", {"username": operator.username,
+                                                  "password": "pw-for-tests-only"})
+    assert response.status_code == 302
 
 
 def test_an_admin_revokes_the_tokens_a_departed_person_minted(sso, acme):
@@ -349,3 +359,33 @@ def test_an_operator_account_is_never_linked_by_e_mail(sso, acme):
     assert response.status_code == 403 and "operator account" in response.content.decode()
     assert _signed_in_user(client) is None
     assert not ExternalIdentity.objects.filter(user=root).exists()
+
+
+def test_a_refresh_token_that_does_not_open_is_dropped_not_read_as_a_refusal(sso, acme):
+    sso.person("kim", groups=("acme-leads",))
+    client = Client()
+    sign_in(sso, client, "kim")
+    user = _signed_in_user(client)
+    # As after a SECRET_KEY rotation: sealed under another key.
+    other = Fernet(Fernet.generate_key()).encrypt(b"a refresh token").decode()
+    ExternalIdentity.objects.filter(user=user).update(sealed_refresh_token=other)
+    result = identity.recheck_due(timezone.now() + dt.timedelta(days=1))
+    assert result == {"checked": 0, "deprovisioned": 0, "unavailable": 1}
+    user.refresh_from_db()
+    assert user.is_active and may(user, "pin", acme.scope)
+    assert ExternalIdentity.objects.get(user=user).sealed_refresh_token == ""
+
+
+def test_a_group_mapped_only_to_a_missing_organization_makes_no_account(sso, acme, settings):
+    settings.OIDC_GROUP_MAPPING = json.dumps({"ghost-team": [{"org": "ghost", "role": "admin"}]})
+    oidc.reset()
+    sso.person("gina", groups=("ghost-team",))
+    response = sign_in(sso, Client(), "gina")
+    assert response.status_code == 403 and "not in any group" in response.content.decode()
+    assert not get_user_model().objects.filter(username="gina").exists()
+
+
+def test_groups_the_provider_does_not_state_are_kept(settings):
+    settings.OIDC_GROUPS_CLAIM = "groups"
+    assert oidc.states_groups({"sub": "1", "groups": []})
+    assert not oidc.states_groups({"sub": "1"})  # e.g. Entra ID's userinfo

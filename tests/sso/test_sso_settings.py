@@ -64,3 +64,10 @@ def test_a_recheck_interval_below_a_minute_is_refused():
                         "OIDC_RECHECK_SECONDS": "5"})
     assert result.returncode != 0
     assert "OIDC_RECHECK_SECONDS must be at least 60, not 5" in result.stderr
+
+
+def test_a_mistake_in_the_group_mapping_stops_the_start():
+    result = _settings({"OIDC_ISSUER": "https://id.example.com", "OIDC_CLIENT_ID": "c",
+                        "OIDC_GROUP_MAPPING": '{"leads": [{"org": "acme", "role": "boss"}]}'})
+    assert result.returncode != 0
+    assert "OIDC_GROUP_MAPPING['leads'][0]" in result.stderr and "boss" in result.stderr

@@ -56,10 +56,15 @@ class LoginFailureThrottle(AgentRateThrottle):
         self.allow_request(request, None)
 
 
+# ``/login/?operator`` shows the password form when password login is switched off.
+OPERATOR_PARAM = "operator"
+
+
 class ThrottledLoginView(LoginView):
     """The login page: the single-sign-on button when a provider is configured, and the
-    password form unless ``CONTEXTS_LOCAL_LOGIN`` switched it off (then a password post is
-    refused, 403, whatever it holds)."""
+    password form unless ``CONTEXTS_LOCAL_LOGIN`` switched it off — then only the operator's
+    accounts (staff, superusers) sign in with a password, through ``/login/?operator``, and
+    anyone else's correct password is refused (403)."""
 
     template_name = "console/login.html"
     redirect_authenticated_user = True
@@ -67,12 +72,19 @@ class ThrottledLoginView(LoginView):
     def get_context_data(self, **kwargs):
         return {**super().get_context_data(**kwargs), "sso_enabled": settings.OIDC_ENABLED,
                 "sso_label": settings.OIDC_BUTTON_LABEL,
-                "local_login": settings.LOCAL_LOGIN_ENABLED}
+                "local_login": (settings.LOCAL_LOGIN_ENABLED
+                                or OPERATOR_PARAM in self.request.GET)}
 
-    def post(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:
-        if not settings.LOCAL_LOGIN_ENABLED:
+    def form_valid(self, form) -> HttpResponse:
+        user = form.get_user()
+        if not settings.LOCAL_LOGIN_ENABLED and not (user.is_staff or user.is_superuser):
+            # Switched off for everyone but the operator's accounts (staff, superusers), which
+            # single sign-on never links: they keep their break-glass way in.
             return HttpResponseForbidden("password login is switched off; sign in through "
                                          "your identity provider")
+        return super().form_valid(form)
+
+    def post(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:
         self.throttle = LoginFailureThrottle(request.POST.get("username", ""))
         if self.throttle.locked(request):
             wait = math.ceil(self.throttle.wait())
