@@ -4,6 +4,11 @@ answers as the inlining cursor."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 from django.db import DataError, connection, transaction
 from django.test.utils import CaptureQueriesContext
@@ -15,6 +20,7 @@ from tests.factories import OrganizationFactory, RepositoryFactory
 pytestmark = pytest.mark.django_db
 
 _PROBE = "SELECT %s::int + 1 AS prepared_probe"
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _prepared_statements() -> list[str]:
@@ -64,3 +70,29 @@ def test_the_scope_lookup_answers_alike_when_prepared():
         assert found["org"].pk == org.pk and found["repo"].pk == repo.pk
         assert set(find_chain(org.public_id)) == {"org"}
         assert find_chain("no-such-org", repo=repo.slug) == {}
+
+
+def test_prepared_statements_can_be_switched_off_for_an_old_pooler():
+    """``CONTEXTS_DB_PREPARED_STATEMENTS=0``: psycopg prepares nothing (threshold None), and
+    the cursor still binds on the server."""
+    code = ("import django; django.setup(); from django.conf import settings; "
+            "print(settings.DATABASES['default']['OPTIONS']['prepare_threshold'])")
+    for value, expected in (("0", "None"), ("1", "0"), ("", "0")):
+        result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, text=True,
+                                capture_output=True, timeout=120,
+                                env={**os.environ, "CONTEXTS_DB_PREPARED_STATEMENTS": value,
+                                     "DJANGO_SETTINGS_MODULE": "contexts.settings"})
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.strip().splitlines()[-1] == expected, (value, result.stdout)
+
+
+def test_without_preparing_the_cursor_answers_alike():
+    threshold = connection.connection.prepare_threshold
+    connection.connection.prepare_threshold = None
+    try:
+        with prepared_cursor() as cursor:
+            cursor.execute("SELECT %s::int * 2 AS unprepared_probe", [21])
+            assert cursor.fetchone() == (42,)
+        assert not [s for s in _prepared_statements() if "unprepared_probe" in s]
+    finally:
+        connection.connection.prepare_threshold = threshold
