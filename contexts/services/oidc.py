@@ -31,6 +31,7 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.http import HttpRequest, HttpResponse
 from joserfc.errors import BadSignatureError, ClaimError, ExpiredTokenError
+from requests import RequestException
 
 from accounts.models import Role
 
@@ -121,6 +122,9 @@ def complete(request: HttpRequest) -> tuple[dict, dict]:
                                "state does not match). Start again from the login page.",
                                detail=str(exc)) from exc
         raise SignInFailed(f"The identity provider refused the sign-in ({exc.error}).",
+                           detail=str(exc)) from exc
+    except RequestException as exc:
+        raise SignInFailed("The identity provider cannot be reached. Try again later.",
                            detail=str(exc)) from exc
     except Exception as exc:  # noqa: BLE001 - joserfc's errors: the ID token does not hold
         raise SignInFailed(_why_token_refused(exc), detail=f"{type(exc).__name__}: {exc}"

@@ -27,8 +27,18 @@ from contexts.services import oidc
 from contexts.services.fragments import create_fragment
 from contexts.usecases import members
 from tests.factories import OrganizationFactory, RepositoryFactory, UserFactory
-from tests.oidc_provider.fixture import oidc_provider  # noqa: F401 - the fixture
-from tests.sso.support import PASSWORD, provider_round_trip, sign_in, sso, start  # noqa: F401
+from tests.oidc_provider.fixture import (  # noqa: F401 - oidc_provider is the fixture
+    oidc_provider,
+    running_provider,
+)
+from tests.sso.support import (  # noqa: F401 - sso is the fixture
+    PASSWORD,
+    configure,
+    provider_round_trip,
+    sign_in,
+    sso,
+    start,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -389,3 +399,17 @@ def test_groups_the_provider_does_not_state_are_kept(settings):
     settings.OIDC_GROUPS_CLAIM = "groups"
     assert oidc.states_groups({"sub": "1", "groups": []})
     assert not oidc.states_groups({"sub": "1"})  # e.g. Entra ID's userinfo
+
+
+def test_a_provider_that_stops_answering_gets_a_clear_page(settings, acme, tmp_path):
+    with running_provider(tmp_path) as provider:
+        own = configure(settings, provider, ("http://testserver/login/sso/callback/",))
+        own.person("pat", groups=("acme-leads",))
+        client = Client()
+        callback = provider_round_trip(own, start(client), "pat")
+    # The provider is gone before the console exchanges the code.
+    response = client.get(callback)
+    assert response.status_code == 403
+    assert "cannot be reached" in response.content.decode()
+    assert _signed_in_user(client) is None
+    oidc.reset()
