@@ -48,7 +48,6 @@ from accounts.models import (
 from accounts.permissions import SYSTEM
 from contexts.governance import nudges
 from contexts.models import Nudge
-from contexts.models.governance import NudgeState
 from contexts.services import audit, oidc
 from contexts.services.oidc import Grant, SignInFailed
 
@@ -352,12 +351,7 @@ def deprovision(identity: ExternalIdentity, why: str,
             user.is_active = False
             user.save(update_fields=["is_active"])
             deactivated = True
-            pending = (Nudge.objects.filter(state=NudgeState.OPEN)
-                       .filter(Q(owner=user) | Q(fragment__owner=user))
-                       .select_related("fragment__org", "owner").order_by("pk"))
-            escalated = [nudge for nudge in pending
-                         if nudges.escalate(nudge, why="the owner left the identity provider",
-                                            send=False)]
+            escalated = nudges.escalate_owned_by(user, "the owner left the identity provider")
         for org in orgs:
             audit.record(SYSTEM, "sso.deprovision", user, org=org,
                          before={"username": user.get_username(), "active": True},

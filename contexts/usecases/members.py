@@ -57,7 +57,6 @@ from accounts.models import (
 from accounts.permissions import may
 from contexts.governance import identity, nudges
 from contexts.models import AuditEvent, Nudge
-from contexts.models.governance import NudgeState
 from contexts.services import audit
 from contexts.services.errors import InvalidOperation
 from contexts.usecases.errors import NotVisible, Refused
@@ -409,12 +408,7 @@ def deactivate_member(principal: Any, org: Organization, username: str) -> list[
                                    field="username")
         user.is_active = False
         user.save(update_fields=["is_active"])
-        pending = (Nudge.objects.filter(state=NudgeState.OPEN)
-                   .filter(Q(owner=user) | Q(fragment__owner=user))
-                   .select_related("fragment__org", "owner").order_by("pk"))
-        escalated = [nudge for nudge in pending
-                     if nudges.escalate(nudge, why="the owner's account is deactivated",
-                                        send=False)]
+        escalated = nudges.escalate_owned_by(user, "the owner's account is deactivated")
         audit.record(principal, "member.deactivate", user, org=org,
                      before={"username": username, "active": True},
                      after={"username": username, "active": False,
