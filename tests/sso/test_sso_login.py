@@ -413,3 +413,26 @@ def test_a_provider_that_stops_answering_gets_a_clear_page(settings, acme, tmp_p
     assert "cannot be reached" in response.content.decode()
     assert _signed_in_user(client) is None
     oidc.reset()
+
+
+def test_memberships_from_before_sso_become_hand_grants(sso, acme):
+    """Migration 0007: a membership written before the two grants existed was given by hand,
+    so the mapping never deletes it."""
+    from importlib import import_module
+
+    from django.apps import apps
+
+    migration = import_module("accounts.migrations.0007_hand_roles_of_existing_memberships")
+    old = UserFactory(username="olga", email="olga@acme.test")
+    Membership.objects.create(user=old, org=acme, role=Role.CURATOR)
+    Membership.objects.filter(user=old).update(hand_role=None)  # as stored before 0006
+    migration.forwards(apps, None)
+    assert Membership.objects.get(user=old).hand_role == Role.CURATOR
+    # Linked through the provider and then in no mapped group: the hand grant stays.
+    sso.person("olga-idp", email="olga@acme.test", groups=("acme-leads",))
+    sign_in(sso, Client(), "olga-idp")
+    sso.person("olga-idp", email="olga@acme.test", groups=())
+    identity.recheck_due(timezone.now() + dt.timedelta(days=1))
+    membership = Membership.objects.get(user=old, org=acme)
+    assert (membership.role, membership.hand_role, membership.mapped_role) == (
+        Role.CURATOR, Role.CURATOR, None)
