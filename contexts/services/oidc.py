@@ -43,10 +43,13 @@ NAME = "oidc"
 class SignInFailed(Exception):
     """The provider's answer was refused; ``reason`` is shown to the person."""
 
-    def __init__(self, reason: str, *, detail: str = "") -> None:
+    def __init__(self, reason: str, *, detail: str = "", audited: bool = True) -> None:
         super().__init__(reason)
         self.reason = reason
         self.detail = detail  # for the log and the audit event, not the page
+        # A callback without this browser's state names nobody and costs an anonymous caller
+        # nothing to send: logged, not written to every organization's audit trail.
+        self.audited = audited
 
 
 class ProviderUnavailable(Exception):
@@ -120,7 +123,7 @@ def complete(request: HttpRequest) -> tuple[dict, dict]:
         if exc.error == "mismatching_state":
             raise SignInFailed("This sign-in link is not the one this browser started (the "
                                "state does not match). Start again from the login page.",
-                               detail=str(exc)) from exc
+                               detail=str(exc), audited=False) from exc
         raise SignInFailed(f"The identity provider refused the sign-in ({exc.error}).",
                            detail=str(exc)) from exc
     except RequestException as exc:

@@ -236,6 +236,11 @@ def test_the_state_is_checked(sso, acme):
     response = other_browser.get(callback)
     assert response.status_code == 403 and "state does not match" in response.content.decode()
     assert _signed_in_user(other_browser) is None
+    # Anyone can send a callback with a made-up state: it writes no audit event.
+    before = AuditEvent.objects.count()
+    for n in range(20):
+        assert Client().get(f"/login/sso/callback/?code=x&state=forged-{n}").status_code == 403
+    assert AuditEvent.objects.count() == before
 
 
 def test_the_nonce_is_checked(sso, acme):

@@ -46,7 +46,10 @@ def callback(request: HttpRequest) -> HttpResponse:
     try:
         claims, token = oidc.complete(request)
     except oidc.SignInFailed as exc:
-        sso.record_refused(exc.reason, exc.detail)
+        if exc.audited:
+            sso.record_refused(exc.reason, exc.detail)
+        else:
+            logger.info("single sign-on callback refused: %s", exc.detail)
         return _refused(request, exc.reason)
     try:
         user = sso.complete_sign_in(claims, token)
