@@ -39,6 +39,9 @@ TABLES: dict[str, tuple[str, str]] = {
     "accounts_membership": (TENANT, "a user's role in one organization"),
     "accounts_apitoken": (TENANT, ""),
     "accounts_apitoken_scopes": (TENANT, "a token's scopes (ApiToken.scopes)"),
+    "accounts_externalidentity": (REFERENCE, "a person's identity at the single-sign-on "
+                                  "provider: like auth_user, it spans every organization "
+                                  "the person belongs to"),
     # contexts
     "contexts_fragment": (TENANT, ""),
     "contexts_fragment_contexts": (TENANT, "a fragment's contexts (Fragment.contexts)"),

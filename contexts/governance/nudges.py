@@ -259,12 +259,12 @@ def escalate(nudge: Nudge, *, now: dt.datetime | None = None, why: str = "",
     return True
 
 
-def escalate_owned_by(user: AbstractBaseUser, why: str) -> list[Nudge]:
+def escalate_owned_by(owner: AbstractBaseUser, why: str) -> list[Nudge]:
     """Escalate the open nudges of a person who can no longer be asked (their account is
     deactivated, by an administrator or because the identity provider let them go): theirs and
     those of the fragments they own. Not e-mailed here: the caller notifies once committed."""
     pending = (Nudge.objects.filter(state=NudgeState.OPEN)
-               .filter(Q(owner=user) | Q(fragment__owner=user))
+               .filter(Q(owner=owner) | Q(fragment__owner=owner))
                .select_related("fragment__org", "owner").order_by("pk"))
     return [nudge for nudge in pending if escalate(nudge, why=why, send=False)]
 
