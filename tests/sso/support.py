@@ -19,7 +19,9 @@ from contexts.services import oidc
 from tests.oidc_provider.fixture import Provider
 
 TIMEOUT = 30
-PASSWORD = "provider-pw-1"
+# People's password at the provider, made at run time (no credential-shaped literal in a
+# tracked file: this repository is the demo's corpus and must raise no secret finding).
+PASSWORD = secrets.token_urlsafe(12)
 MAPPING = {
     "acme-leads": [{"org": "acme", "role": "tech_lead"}],
     "acme-staff": [{"org": "acme", "role": "viewer"}],

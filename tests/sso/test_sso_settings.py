@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import subprocess
 import sys
 from pathlib import Path
@@ -27,7 +28,8 @@ def _settings(env: dict[str, str]) -> subprocess.CompletedProcess:
 
 def test_the_client_secret_and_the_mapping_may_come_from_files(tmp_path):
     secret = tmp_path / "secret"
-    secret.write_text("s3cret-from-a-file\n")
+    value = secrets.token_urlsafe(16)  # made at run time: no credential-shaped literal
+    secret.write_text(value + "\n")
     mapping = tmp_path / "mapping.json"
     mapping.write_text('{"leads": [{"org": "acme", "role": "tech_lead"}]}')
     result = _settings({"OIDC_ISSUER": "https://id.example.com/realms/acme/",
@@ -40,7 +42,7 @@ def test_the_client_secret_and_the_mapping_may_come_from_files(tmp_path):
         result.stdout.strip().splitlines()[-1])
     assert enabled and not local
     assert discovery == "https://id.example.com/realms/acme/.well-known/openid-configuration"
-    assert client_secret == "s3cret-from-a-file"
+    assert client_secret == value
     assert '"tech_lead"' in group_mapping
     assert domains == ["example.com", "acme.test"]
     # Beat looks for people due four times an interval (each is asked within it).
