@@ -22,10 +22,18 @@ from contexts.services import secret_scan
 BATCH = 5000
 
 _FIELDS, _INSERT = insert_statement(RetrievalTrace)
-# One round trip: the setting and the insert as one implicit transaction (statements sent
-# together run as one unless they say otherwise), so a failed insert leaves no transaction
-# open. The setting ends with that transaction.
-_INSERT_UNFLUSHED = "SET LOCAL synchronous_commit TO off; " + _INSERT
+
+
+def _own_transaction_insert() -> str:
+    """The insert as one implicit transaction (statements sent together run as one unless they
+    say otherwise), so a failed insert leaves no transaction open, with its settings local to
+    it: no WAL-flush wait, and ``statement_timeout`` and ``lock_timeout`` of
+    ``AFTER_RESPONSE_TIMEOUT_MS`` — a trace is written after its answer is out, and a stuck
+    table must not hold the worker. The settings end with the transaction: the connection
+    keeps its own."""
+    bound = int(settings.AFTER_RESPONSE_TIMEOUT_MS)
+    return (f"SET LOCAL statement_timeout = {bound}; SET LOCAL lock_timeout = {bound}; "
+            "SET LOCAL synchronous_commit TO off; " + _INSERT)
 
 
 def write(trace: RetrievalTrace) -> None:
@@ -35,8 +43,9 @@ def write(trace: RetrievalTrace) -> None:
     is starting; measured alone on the real table: 2.7 ms through ``save()`` in a transaction
     of its own (four round trips, ``json.dumps`` and quoting), 1.4 ms here. A trace is
     diagnostics: its own transaction does not wait for its WAL flush, so a database crash may
-    lose the last fraction of a second of traces, never anything else. Inside a caller's
-    transaction it is just another insert of that transaction.
+    lose the last fraction of a second of traces, never anything else; and it gives up after
+    ``AFTER_RESPONSE_TIMEOUT_MS``. Inside a caller's transaction it is just another insert of
+    that transaction, under the caller's settings.
     """
     if not trace.public_id:
         raise ValueError("a trace is written under the public id its result already carries")
@@ -45,7 +54,7 @@ def write(trace: RetrievalTrace) -> None:
     findings = secret_scan.scan(trace.query)
     if findings:
         trace.query = secret_scan.redact(trace.query, findings)
-    sql = _INSERT if connection.in_atomic_block else _INSERT_UNFLUSHED
+    sql = _INSERT if connection.in_atomic_block else _own_transaction_insert()
     with connection.cursor() as cursor:
         cursor.execute(sql, insert_values(trace, _FIELDS, connection))
 

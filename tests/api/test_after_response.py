@@ -90,18 +90,17 @@ def test_tasks_run_on_close_in_order_and_a_failure_is_logged_not_raised(caplog, 
     assert "database went away" in caplog.text
 
 
-def test_a_failing_statement_leaves_the_connection_usable_and_its_timeouts_as_they_were(
-        caplog, db) -> None:
-    before = timeouts()
-
+def test_a_failing_task_statement_leaves_the_connection_usable(caplog, db) -> None:
     def fails() -> None:
         with connection.cursor() as cursor:
             cursor.execute("SELECT 1 / 0")
 
     with caplog.at_level(logging.ERROR, logger=LOGGER):
-        after_response.run_tasks([fails])
+        after_response.run_tasks([fails, lambda: None])
     assert "division by zero" in caplog.text
-    assert timeouts() == before
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1")
+        assert cursor.fetchone() == (1,)
 
 
 def test_at_most_max_tasks_run(caplog, db) -> None:
@@ -146,8 +145,11 @@ def trace_table_locked(services) -> Iterator[None]:
         owner.close()
 
 
+# ``transactional_db``: the production path. Outside a caller's transaction the trace is its
+# own transaction, and the bound is set in it; inside one (the rest of the suite) the caller's
+# settings apply.
 def test_a_write_blocked_on_a_lock_gives_up_within_the_bound_and_frees_the_worker(
-        api, cast, world, settings, caplog, trace_table_locked) -> None:
+        transactional_db, api, cast, world, settings, caplog, trace_table_locked) -> None:
     settings.AFTER_RESPONSE_TIMEOUT_MS = 200
     before = timeouts()
     started = time.monotonic()
@@ -162,5 +164,20 @@ def test_a_write_blocked_on_a_lock_gives_up_within_the_bound_and_frees_the_worke
     assert "canceling statement due to" in caplog.text  # lock timeout or statement timeout
     assert "skipped" in caplog.text  # the bound was spent: the rest did not start
     assert not stored(answer.json()["trace_id"])
-    # The worker's connection is usable and its own timeouts are back.
+    # The worker's connection is usable, outside any transaction, with its own timeouts.
+    assert not connection.in_atomic_block
     assert timeouts() == before
+
+
+def test_a_trace_written_in_its_own_transaction_leaves_the_connection_as_it_was(
+        transactional_db, api, cast, world, settings) -> None:
+    settings.AFTER_RESPONSE_TIMEOUT_MS = 300
+    before = timeouts()
+    answer = as_token(api, cast.raw_token).post(URL, BODY, format="json")
+    assert answer.status_code == 200
+    assert stored(answer.json()["trace_id"])  # committed: visible to this new transaction
+    assert before != ("300ms", "300ms")
+    assert timeouts() == before
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT current_setting('synchronous_commit')")
+        assert cursor.fetchone() == ("on",)
