@@ -15,7 +15,7 @@ import numpy as np
 from django.conf import settings
 from django.db import connection
 
-from accounts.sql import model_columns
+from accounts.sql import model_columns, prepared_cursor
 from contexts.embedder import resolve_model
 from contexts.indexing import NAMESPACES, active_generation, embedder_for
 from contexts.models import EmbeddingGeneration
@@ -44,7 +44,7 @@ PASSAGE_WEIGHT = 0.5
 
 _GENERATION_FIELDS, _GENERATION_COLUMNS = model_columns(EmbeddingGeneration, "g")
 _GENERATIONS_SQL = (f"SELECT {_GENERATION_COLUMNS} FROM contexts_embeddinggeneration g "
-                    "WHERE g.namespace = ANY(%s) AND g.state = %s")
+                    "WHERE g.namespace = ANY(%s::text[]) AND g.state = %s::text")
 
 
 def generations(*, create: bool = True) -> dict[str, EmbeddingGeneration]:
@@ -53,8 +53,9 @@ def generations(*, create: bool = True) -> dict[str, EmbeddingGeneration]:
 
     ``create=False`` (retrieval, which reads under the retrieval role and may not write): a
     missing one is the generation ingestion will create, unsaved — it has no vectors yet, so
-    the dense leg finds nothing in it, which is the truth."""
-    with connection.cursor() as cursor:
+    the dense leg finds nothing in it, which is the truth. Prepared: its plan was most of
+    its database time."""
+    with prepared_cursor() as cursor:
         cursor.execute(_GENERATIONS_SQL, [list(NAMESPACES), GenerationState.ACTIVE.value])
         found = [EmbeddingGeneration.from_db(connection.alias, _GENERATION_FIELDS, row)
                  for row in cursor.fetchall()]
