@@ -113,17 +113,31 @@ def authorize_redirect(request: HttpRequest, redirect_uri: str) -> HttpResponse:
                            detail=str(exc)) from exc
 
 
+_NOT_STARTED_HERE = ("This sign-in link is not the one this browser started (the state does not "
+                     "match). Start again from the login page.")
+
+
 def complete(request: HttpRequest) -> tuple[dict, dict]:
     """The callback: (the ID token's validated claims, the token response). Raises
     :class:`SignInFailed` for an answer that does not hold (state, nonce, signature,
     audience, expiry, or the provider's own error)."""
+    app = client()
+    state = request.GET.get("state")
+    # Checked before anything else, the provider's error too (authlib reads ``error`` first):
+    # anyone can send a callback, and only one answering a sign-in this browser started may
+    # write an audit event.
+    if not state or not app.framework.get_state_data(request.session, state):
+        raise SignInFailed(_NOT_STARTED_HERE, detail="no sign-in of this browser has this state",
+                           audited=False)
+    if not request.GET.get("code") and not request.GET.get("error"):
+        app.framework.clear_state_data(request.session, state)  # this sign-in is over
+        raise SignInFailed("The identity provider's answer carried no authorization code. "
+                           "Start again from the login page.", detail="no code, no error")
     try:
-        token = client().authorize_access_token(request)
+        token = app.authorize_access_token(request)
     except OAuthError as exc:
         if exc.error == "mismatching_state":
-            raise SignInFailed("This sign-in link is not the one this browser started (the "
-                               "state does not match). Start again from the login page.",
-                               detail=str(exc), audited=False) from exc
+            raise SignInFailed(_NOT_STARTED_HERE, detail=str(exc), audited=False) from exc
         raise SignInFailed(f"The identity provider refused the sign-in ({exc.error}).",
                            detail=str(exc)) from exc
     except RequestException as exc:

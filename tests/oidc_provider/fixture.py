@@ -8,7 +8,9 @@ the provider, not a test directory of the project's.
 
 from __future__ import annotations
 
+import html
 import os
+import re
 import secrets
 import signal
 import socket
@@ -19,6 +21,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import urljoin
 
 import pytest
 import requests
@@ -97,6 +100,35 @@ class Provider:
             raise ProviderError(
                 f"control/{endpoint} answered {response.status_code}: {response.text}")
         return response.json()
+
+
+def sign_in_at_provider(provider: Provider, authorization_url: str, username: str,
+                        password: str, redirect_uris: str | tuple[str, ...]) -> str:
+    """What a browser does at the provider: follow its redirects, signing in through its login
+    form on the way; returns the URL (whole) it sends the browser back to, the first redirect
+    to one of ``redirect_uris``."""
+    session = requests.Session()
+    response = session.get(authorization_url, allow_redirects=False, timeout=REQUEST_TIMEOUT)
+    for _ in range(10):
+        if response.status_code == 200 and 'name="password"' in response.text:
+            token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', response.text)
+            assert token, response.text
+            form = {"csrfmiddlewaretoken": token.group(1), "username": username,
+                    "password": password}
+            next_field = re.search(r'name="next" value="([^"]*)"', response.text)
+            if next_field:
+                form["next"] = html.unescape(next_field.group(1))
+            # A browser's POST carries Origin, which Django's CSRF check compares with Host.
+            response = session.post(response.url, data=form, allow_redirects=False,
+                                    headers={"Origin": provider.base_url},
+                                    timeout=REQUEST_TIMEOUT)
+            continue
+        assert response.status_code in (301, 302, 303), (response.status_code, response.text)
+        target = urljoin(response.url, response.headers["Location"])
+        if target.startswith(redirect_uris):
+            return target
+        response = session.get(target, allow_redirects=False, timeout=REQUEST_TIMEOUT)
+    raise AssertionError("too many redirects")
 
 
 @contextmanager

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import html
 import json
 import re
 import secrets
@@ -20,7 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlencode, urljoin, urlsplit
+from urllib.parse import parse_qs, urlencode, urlsplit
 
 import pytest
 import requests
@@ -33,6 +32,7 @@ from tests.oidc_provider.fixture import (  # noqa: F401 - oidc_provider is the f
     Provider,
     oidc_provider,
     running_provider,
+    sign_in_at_provider,
 )
 
 REDIRECT_URI = "http://127.0.0.1:9/sso/callback"  # never requested: the code is read from it
@@ -88,30 +88,9 @@ def authorize(party: Party, *, nonce: str, challenge: str | None) -> dict[str, l
 
 
 def follow_to_callback(party: Party, authorization_url: str) -> str:
-    """What the browser does: follow the redirects, signing in through the login form on the
-    way; returns the URL the provider sends back to the relying party's callback."""
-    session = requests.Session()
-    response = session.get(authorization_url, allow_redirects=False, timeout=TIMEOUT)
-    for _ in range(10):
-        if response.status_code == 200 and 'name="password"' in response.text:
-            token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', response.text)
-            assert token, response.text
-            form = {"csrfmiddlewaretoken": token.group(1), "username": party.username,
-                    "password": party.password}
-            next_field = re.search(r'name="next" value="([^"]*)"', response.text)
-            if next_field:
-                form["next"] = html.unescape(next_field.group(1))
-            # A browser's POST carries Origin, which Django's CSRF check compares with Host.
-            response = session.post(response.url, data=form, allow_redirects=False,
-                                    headers={"Origin": party.provider.base_url},
-                                    timeout=TIMEOUT)
-            continue
-        assert response.status_code in (301, 302, 303), (response.status_code, response.text)
-        target = urljoin(response.url, response.headers["Location"])
-        if target.startswith(REDIRECT_URI):
-            return target
-        response = session.get(target, allow_redirects=False, timeout=TIMEOUT)
-    raise AssertionError("too many redirects")
+    """What the browser does; returns the URL the provider sends back to the callback."""
+    return sign_in_at_provider(party.provider, authorization_url, party.username,
+                               party.password, REDIRECT_URI)
 
 
 def sign_in(party: Party, nonce: str = "n0nce") -> dict[str, Any]:

@@ -4,19 +4,16 @@ the console's redirect, the provider's login form, the callback back into the co
 
 from __future__ import annotations
 
-import html
 import json
-import re
 import secrets
 from dataclasses import dataclass
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import urlsplit
 
 import pytest
-import requests
 from django.test import Client
 
 from contexts.services import oidc
-from tests.oidc_provider.fixture import Provider
+from tests.oidc_provider.fixture import Provider, sign_in_at_provider
 
 TIMEOUT = 30
 # People's password at the provider, made at run time (no credential-shaped literal in a
@@ -70,30 +67,11 @@ def sso(settings, oidc_provider: Provider):
 
 
 def provider_round_trip(sso: Sso, authorize_url: str, username: str) -> str:
-    """A browser at the provider: follow its redirects, sign in through its form; returns the
-    console callback URL (path and query) the provider sends the browser back to."""
-    session = requests.Session()
-    response = session.get(authorize_url, allow_redirects=False, timeout=TIMEOUT)
-    for _ in range(10):
-        if response.status_code == 200 and 'name="password"' in response.text:
-            token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', response.text)
-            assert token, response.text
-            form = {"csrfmiddlewaretoken": token.group(1), "username": username,
-                    "password": PASSWORD}
-            next_field = re.search(r'name="next" value="([^"]*)"', response.text)
-            if next_field:
-                form["next"] = html.unescape(next_field.group(1))
-            response = session.post(response.url, data=form, allow_redirects=False,
-                                    headers={"Origin": sso.provider.base_url},
-                                    timeout=TIMEOUT)
-            continue
-        assert response.status_code in (301, 302, 303), (response.status_code, response.text)
-        target = urljoin(response.url, response.headers["Location"])
-        if target.startswith(sso.callback_urls):
-            parts = urlsplit(target)
-            return f"{parts.path}?{parts.query}"
-        response = session.get(target, allow_redirects=False, timeout=TIMEOUT)
-    raise AssertionError("too many redirects")
+    """A browser at the provider, signing in as ``username``; returns the console callback URL
+    (path and query) the provider sends the browser back to."""
+    parts = urlsplit(sign_in_at_provider(sso.provider, authorize_url, username, PASSWORD,
+                                         sso.callback_urls))
+    return f"{parts.path}?{parts.query}"
 
 
 def start(client: Client) -> str:

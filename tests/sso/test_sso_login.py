@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
@@ -48,6 +49,15 @@ def acme(db) -> Organization:
     org = OrganizationFactory(slug="acme", name="Acme")
     RepositoryFactory(org=org, slug="payments")
     return org
+
+
+def _console_as(org: Organization, role: Role) -> tuple[Any, Client]:
+    """A local account with ``role`` in ``org`` (granted by hand), and a console signed in."""
+    user = UserFactory()
+    Membership.objects.create(user=user, org=org, role=role)
+    page = Client()
+    page.force_login(user)
+    return user, page
 
 
 def _signed_in_user(client: Client):
@@ -167,8 +177,7 @@ def test_a_person_deactivated_at_the_provider_is_deprovisioned(sso, acme):
 
 
 def test_a_mapping_change_never_removes_a_hand_granted_role(sso, acme):
-    admin = UserFactory()
-    Membership.objects.create(user=admin, org=acme, role=Role.ADMIN)
+    admin, page = _console_as(acme, Role.ADMIN)
     sso.person("hank", groups=("acme-staff",))
     client = Client()
     sign_in(sso, client, "hank")
@@ -185,8 +194,6 @@ def test_a_mapping_change_never_removes_a_hand_granted_role(sso, acme):
     linked = ExternalIdentity.objects.get(user=user)
     assert linked.deprovisioned_at is None and linked.sealed_refresh_token
     # The members page shows where each role came from.
-    page = Client()
-    page.force_login(admin)
     html = page.get("/o/acme/members/").content.decode()
     assert "by hand: curator" in html
 
@@ -243,6 +250,35 @@ def test_the_state_is_checked(sso, acme):
     assert AuditEvent.objects.count() == before
 
 
+def test_hostile_callbacks_are_refused_cleanly_and_sign_nobody_in(sso, acme):
+    sso.person("sam", groups=("acme-leads",))
+    client = Client()
+    callback = urlsplit(provider_round_trip(sso, start(client), "sam"))
+    real = parse_qs(callback.query)
+    code, state = real["code"][0], real["state"][0]
+    before = AuditEvent.objects.count()
+    hostile = [
+        {"code": code, "state": state + "\x00"},          # NUL byte in the state
+        {"code": "x\x00y", "state": "s\x00"},             # NUL bytes in both
+        {"code": "x" * 20_000, "state": "s" * 20_000},    # oversized
+        {"code": code},                                    # no state
+        {"error": "access_denied", "state": "\x00"},      # the provider's error, mangled
+    ]
+    for query in hostile * 20:  # over and over, on one client: no 500, nothing left behind
+        response = client.get("/login/sso/callback/", query)
+        assert response.status_code in (400, 403), (query.keys(), response.status_code)
+        assert _signed_in_user(client) is None
+    assert AuditEvent.objects.count() == before  # anyone can send these: no audit event
+    # This browser's own sign-in answered without a code: refused, said, audited once.
+    response = client.get("/login/sso/callback/", {"state": state})
+    assert response.status_code == 403
+    assert "carried no authorization code" in response.content.decode()
+    assert _actions(acme) == ["sso.login_failed"]
+    assert client.get("/login/sso/callback/", {"state": state}).status_code == 403
+    assert _actions(acme) == ["sso.login_failed"]  # that sign-in is over
+    assert not get_user_model().objects.filter(username__startswith="sam").exists()
+
+
 def test_the_nonce_is_checked(sso, acme):
     sso.person("nina", groups=("acme-leads",))
     client = Client()
@@ -294,8 +330,7 @@ def test_the_login_page_offers_the_provider_and_can_switch_passwords_off(sso, ac
 
 
 def test_an_admin_revokes_the_tokens_a_departed_person_minted(sso, acme):
-    admin = UserFactory()
-    Membership.objects.create(user=admin, org=acme, role=Role.ADMIN)
+    admin, page = _console_as(acme, Role.ADMIN)
     sso.person("mia", groups=("acme-leads",))
     client = Client()
     sign_in(sso, client, "mia")
@@ -303,8 +338,6 @@ def test_an_admin_revokes_the_tokens_a_departed_person_minted(sso, acme):
     minted = [create_token(acme, f"agent-{n}", [acme.scope], created_by=mia)[0]
               for n in range(2)]
     kept, _ = create_token(acme, "admin's", [acme.scope], created_by=admin)
-    page = Client()
-    page.force_login(admin)
     assert "Revoke 2 tokens" in page.get("/o/acme/members/").content.decode()
     response = page.post("/o/acme/members/mia/revoke-tokens")
     assert response.status_code == 302
@@ -344,24 +377,18 @@ def test_the_redirect_asks_for_a_code_with_pkce_state_and_nonce(sso, acme, setti
 
 
 def test_organization_admins_see_sign_ins_and_role_changes(sso, acme):
-    admin = UserFactory()
-    Membership.objects.create(user=admin, org=acme, role=Role.ADMIN)
+    _admin, page = _console_as(acme, Role.ADMIN)
     sso.person("ivy", groups=("acme-leads",))
     sign_in(sso, Client(), "ivy")
     sso.provider.tamper("expired")
     sign_in(sso, Client(), "ivy")
     sso.provider.tamper("none")
-    page = Client()
-    page.force_login(admin)
     html = page.get("/o/acme/members/").content.decode()
     for action in ("sso.login", "sso.role", "sso.login_failed"):
         assert f"<code>{action}</code>" in html, action
     assert "it has expired" in html
     # A curator (not an administrator) does not see them.
-    curator = UserFactory()
-    Membership.objects.create(user=curator, org=acme, role=Role.CURATOR)
-    viewer = Client()
-    viewer.force_login(curator)
+    _curator, viewer = _console_as(acme, Role.CURATOR)
     assert viewer.get("/o/acme/members/").status_code == 403
 
 
