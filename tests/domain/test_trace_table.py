@@ -165,15 +165,19 @@ def test_a_failed_write_leaves_no_transaction_open_and_loses_nothing(cast):
     duplicate.public_id = first.public_id
     with CaptureQueriesContext(connection) as queries:
         traces.write(_trace(cast, query="unflushed"))
-    # Its own transaction does not wait for its WAL flush: the setting goes with the insert.
+    # Its own transaction does not wait for its WAL flush, and is bounded: the settings go
+    # with the insert, in its one round trip.
     [sent] = [q["sql"] for q in queries.captured_queries]
-    assert sent.startswith("SET LOCAL synchronous_commit TO off; INSERT INTO")
+    bound = django_settings.AFTER_RESPONSE_TIMEOUT_MS
+    assert sent.startswith(f"SET LOCAL statement_timeout = {bound}; SET LOCAL lock_timeout = "
+                           f"{bound}; SET LOCAL synchronous_commit TO off; INSERT INTO"), sent
     with pytest.raises(IntegrityError):
         traces.write(duplicate)
     assert not connection.in_atomic_block
     assert connection.connection.info.transaction_status == TransactionStatus.IDLE
     assert sorted(RetrievalTrace.objects.values_list("query", flat=True)) == [
         "first", "unflushed"]
-    with connection.cursor() as cursor:  # the setting ended with the failed transaction
-        cursor.execute("SHOW synchronous_commit")
-        assert cursor.fetchone()[0] == "on"
+    with connection.cursor() as cursor:  # the settings ended with the failed transaction
+        cursor.execute("SELECT current_setting('synchronous_commit'), "
+                       "current_setting('statement_timeout'), current_setting('lock_timeout')")
+        assert cursor.fetchone() == ("on", "0", "0")
