@@ -95,9 +95,11 @@ def test_a_failing_task_statement_leaves_the_connection_usable(caplog, db) -> No
         with connection.cursor() as cursor:
             cursor.execute("SELECT 1 / 0")
 
+    ran: list[str] = []
     with caplog.at_level(logging.ERROR, logger=LOGGER):
-        after_response.run_tasks([fails, lambda: None])
+        after_response.run_tasks([fails, lambda: ran.append("next")])
     assert "division by zero" in caplog.text
+    assert ran == ["next"]  # the failure did not stop the tasks after it
     with connection.cursor() as cursor:
         cursor.execute("SELECT 1")
         assert cursor.fetchone() == (1,)
