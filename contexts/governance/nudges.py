@@ -41,7 +41,7 @@ from accounts.models import Membership, Organization, Role
 from accounts.permissions import OnBehalfOf, may
 from contexts.governance.clock import resolve
 from contexts.models import Fragment, FragmentStatus, FragmentVersion, Nudge
-from contexts.models.governance import NudgeAnswer, NudgeState
+from contexts.models.governance import NudgeAnswer, NudgeKind, NudgeState
 from contexts.services import audit
 from contexts.services import fragments as fragment_service
 from contexts.services.errors import InvalidOperation
@@ -107,8 +107,10 @@ def inbox(user: AbstractBaseUser) -> QuerySet[Nudge]:
             .select_related("fragment", "owner").order_by("created_at", "pk"))
 
 
-def unanswered(fragment: Fragment) -> Nudge | None:
-    return Nudge.objects.filter(fragment=fragment).exclude(state=NudgeState.ANSWERED).first()
+def unanswered(fragment: Fragment, kind: str = NudgeKind.STALE) -> Nudge | None:
+    """The fragment's unanswered nudge of ``kind`` (at most one of each kind is open)."""
+    return (Nudge.objects.filter(fragment=fragment, kind=kind)
+            .exclude(state=NudgeState.ANSWERED).first())
 
 
 # --- signed links ------------------------------------------------------------------------------
@@ -191,21 +193,25 @@ def notify(opened: Iterable[Nudge] = (), escalated: Iterable[Nudge] = ()) -> int
 
 
 # --- opening and escalating --------------------------------------------------------------------
-def open_nudge(fragment: Fragment, reasons: list[dict], *, now: dt.datetime | None = None
+def open_nudge(fragment: Fragment, reasons: list[dict], *, now: dt.datetime | None = None,
+               kind: str = NudgeKind.STALE, detail: dict | None = None
                ) -> tuple[str, Nudge | None]:
-    """Make sure the stale ``fragment`` has an unanswered nudge, without emailing.
+    """Make sure the ``fragment`` has an unanswered nudge of ``kind`` (a stale one by
+    default), without emailing; ``detail`` is what its owner needs to answer it.
 
     Returns ``(OPENED, nudge)`` for a new one (open, or escalated at once when the owner is
     missing or deactivated), ``(EXISTING, nudge)`` — escalated now if its owner has since been
     deactivated — or ``(UNROUTABLE, None)`` when there is nobody to ask.
     """
     now = resolve(now)
-    existing = unanswered(fragment)
+    existing = unanswered(fragment, kind)
     if existing is not None:
-        if existing.reasons != reasons:
+        if existing.reasons != reasons or (detail is not None and existing.detail != detail):
             # Keep the question current (what the inbox shows); no second email.
-            Nudge.objects.filter(pk=existing.pk).update(reasons=reasons)
             existing.reasons = reasons
+            existing.detail = existing.detail if detail is None else detail
+            Nudge.objects.filter(pk=existing.pk).update(reasons=reasons,
+                                                        detail=existing.detail)
         if existing.state == NudgeState.OPEN and not owner_reachable(fragment):
             escalate(existing, now=now, why="the owner's account is deactivated",
                      send=False)
@@ -221,19 +227,20 @@ def open_nudge(fragment: Fragment, reasons: list[dict], *, now: dt.datetime | No
         with transaction.atomic():
             nudge = Nudge.objects.create(
                 fragment=fragment, owner=addressee, reasons=reasons, created_at=now,
+                kind=kind, detail=detail or {},
                 state=NudgeState.OPEN if direct else NudgeState.ESCALATED,
                 escalated_at=None if direct else now)
     except IntegrityError:
-        # A concurrent scan opened it first (one_open_nudge_per_fragment).
-        return EXISTING, unanswered(fragment)
+        # A concurrent scan opened it first (one_open_nudge_per_fragment_kind).
+        return EXISTING, unanswered(fragment, kind)
     return OPENED, nudge
 
 
-def ensure_nudge(fragment: Fragment, reasons: list[dict], *, now: dt.datetime | None = None
-                 ) -> str:
+def ensure_nudge(fragment: Fragment, reasons: list[dict], *, now: dt.datetime | None = None,
+                 kind: str = NudgeKind.STALE, detail: dict | None = None) -> str:
     """:func:`open_nudge` and email whoever must answer a new or newly escalated nudge."""
-    was = unanswered(fragment)
-    outcome, nudge = open_nudge(fragment, reasons, now=now)
+    was = unanswered(fragment, kind)
+    outcome, nudge = open_nudge(fragment, reasons, now=now, kind=kind, detail=detail)
     if nudge is not None:
         newly_escalated = nudge.state == NudgeState.ESCALATED and (
             outcome == OPENED or (was is not None and was.state == NudgeState.OPEN))

@@ -9,16 +9,18 @@ from contexts.models.dedup import DedupCandidate, DedupState, StalenessScan
 from contexts.models.embeddings import Embedding, EmbeddingGeneration, VectorCache
 from contexts.models.evaluation import EvalRun
 from contexts.models.fragments import (
+    EvidenceState,
     Fragment,
     FragmentContext,
     FragmentKind,
+    FragmentSourceState,
     FragmentStatus,
     FragmentVersion,
     Link,
     Namespace,
     Pin,
 )
-from contexts.models.governance import Nudge
+from contexts.models.governance import Nudge, NudgeKind
 from contexts.models.jobs import IngestionJob, JobState
 from contexts.models.proposals import (
     Proposal,
@@ -34,6 +36,7 @@ from contexts.models.uploads import UploadBlob
 
 __all__ = [
     "AuditEvent",
+    "EvidenceState",
     "Change",
     "ChangeHead",
     "ChangeKind",
@@ -48,6 +51,7 @@ __all__ = [
     "Fragment",
     "FragmentContext",
     "FragmentKind",
+    "FragmentSourceState",
     "FragmentStatus",
     "Follower",
     "FragmentVersion",
@@ -56,6 +60,7 @@ __all__ = [
     "Link",
     "Namespace",
     "Nudge",
+    "NudgeKind",
     "Pin",
     "Proposal",
     "ProposalKind",

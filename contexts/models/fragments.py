@@ -32,6 +32,23 @@ class FragmentStatus(models.TextChoices):
     SUPERSEDED = "superseded", "superseded"
 
 
+class FragmentSourceState(models.TextChoices):
+    """How a fragment a source file brought stands against that file (issue 38, ADR 0020).
+
+    Empty for a fragment no file brought (written in the console, proposed, a session note)."""
+
+    IN_SYNC = "in_sync", "in sync"  # its text is the file's (or a person's, merged in cleanly)
+    MERGED = "merged", "merged"  # a person's edit and an upstream change merged three-way
+    CONFLICT = "conflict", "conflict"  # they overlap: the person's text is served, owner asked
+    GONE = "gone", "gone"  # its source text was deleted; kept because a person edited it
+
+
+class EvidenceState(models.TextChoices):
+    CURRENT = "current", "current"
+    CHANGED = "changed", "changed"
+    MISSING = "missing", "missing"
+
+
 class Namespace(models.TextChoices):
     PROSE = "prose", "prose"
     CODE = "code", "code"
@@ -98,6 +115,19 @@ class Fragment(models.Model):
     recorded_at = models.DateTimeField(default=timezone.now)
     last_edited_at = models.DateTimeField(default=timezone.now)
     verified_at = models.DateTimeField(null=True, blank=True)
+    verified_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL,
+                                    null=True, blank=True, related_name="+")
+    # Curation on a living codebase (issue 38): where the fragment stands against the file
+    # that brought it, whether its owner was chosen by a person (then no file overrides it),
+    # and what its text rests on — [{ref, kind, path, symbol, fragment, hash, commit, state}],
+    # with the paths alone in ``evidence_paths`` so a sync finds the fragments it touches.
+    source_state = models.CharField(max_length=10, choices=FragmentSourceState.choices, blank=True,
+                                    default="")
+    owner_set_by_person = models.BooleanField(default=False)
+    evidence = models.JSONField(default=list, blank=True)
+    evidence_paths = ArrayField(models.CharField(max_length=1000), default=list, blank=True)
+    evidence_state = models.CharField(max_length=10, choices=EvidenceState.choices, blank=True,
+                                      default="")
 
     retrieved_count = models.PositiveIntegerField(default=0)
     cited_count = models.PositiveIntegerField(default=0)
@@ -112,6 +142,7 @@ class Fragment(models.Model):
             GinIndex(fields=["scope_ids"], name="fragment_scope_ids_gin"),
             models.Index(fields=["org", "status", "kind"]),
             models.Index(fields=["owner", "status"]),
+            GinIndex(fields=["evidence_paths"], name="fragment_evidence_paths_gin"),
         ]
         constraints = [
             models.UniqueConstraint(fields=["org", "id"], name="fragment_org_key"),

@@ -23,6 +23,14 @@ class NudgeAnswer(models.TextChoices):
     HANDED_OVER = "handed_over", "handed over"
 
 
+class NudgeKind(models.TextChoices):
+    STALE = "stale", "stale"  # the staleness scan's signals (contexts/governance/staleness.py)
+    SOURCE_CONFLICT = "source_conflict", "source conflict"  # a person's edit meets upstream
+    SOURCE_GONE = "source_gone", "source gone"  # the edited fragment's source text was deleted
+    EVIDENCE_CHANGED = "evidence_changed", "evidence changed"  # what it rests on changed
+    VERIFY_DUE = "verify_due", "verification due"  # its kind's verify-by interval passed
+
+
 class Nudge(OrgFromParent):
     ORG_FROM = ("fragment",)
     org = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="+",
@@ -31,7 +39,11 @@ class Nudge(OrgFromParent):
                                  related_name="nudges", db_constraint=False)
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE,
                               related_name="nudges")
+    kind = models.CharField(max_length=20, choices=NudgeKind.choices, default=NudgeKind.STALE)
     reasons = models.JSONField(default=list, help_text="[{code, detail}] — why it is stale")
+    # What the owner needs to answer it: for a source conflict the base, upstream and curated
+    # texts and the commit; for changed evidence each reference's diff.
+    detail = models.JSONField(default=dict, blank=True)
     state = models.CharField(max_length=10, choices=NudgeState.choices,
                              default=NudgeState.OPEN)
     answer = models.CharField(max_length=16, choices=NudgeAnswer.choices, blank=True)
@@ -44,9 +56,9 @@ class Nudge(OrgFromParent):
     class Meta:
         ordering = ["-created_at"]
         constraints = [
-            models.UniqueConstraint(fields=["org", "fragment"],
+            models.UniqueConstraint(fields=["org", "fragment", "kind"],
                                     condition=~models.Q(state="answered"),
-                                    name="one_open_nudge_per_fragment")
+                                    name="one_open_nudge_per_fragment_kind")
         ]
 
     def __str__(self) -> str:

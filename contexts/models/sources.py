@@ -28,6 +28,9 @@ class SourceDocument(models.Model):
     # A git source's document (contexts.models.sources_git): the commit its content was last
     # read at — the commit its citations' permalinks name. None for every other document.
     source_commit = models.CharField(max_length=64, null=True, blank=True)
+    # Which source brought it (issue 38): ``git:<source public id>``, ``path:<root>``,
+    # ``upload:<name>``, ``archive:<name>``. A job or sync retires only its own documents.
+    origin = models.CharField(max_length=1100, blank=True, default="", db_index=True)
 
     class Meta:
         ordering = ["path"]
@@ -57,6 +60,10 @@ class SourcePointer(OrgFromParent):
     end_line = models.PositiveIntegerField(null=True, blank=True)
     content_hash = models.CharField(max_length=64, blank=True,
                                     help_text="hash of the chunk text at this anchor")
+    # The source text the fragment was last written from (the base of a three-way merge when a
+    # person has edited the fragment since), and the commit it was read at.
+    base_text = models.TextField(blank=True, default="")
+    base_commit = models.CharField(max_length=64, blank=True, default="")
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
