@@ -13,9 +13,14 @@ from __future__ import annotations
 import hashlib
 import math
 
+from django import forms
 from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.contrib.auth.forms import AuthenticationForm
+from django.contrib.auth.hashers import make_password
 from django.contrib.auth.views import LoginView
-from django.http import HttpRequest, HttpResponse, HttpResponseForbidden
+from django.db.models import Q
+from django.http import HttpRequest, HttpResponse
 
 from contexts.availability import redis_call
 from contexts.client_address import client_address
@@ -58,31 +63,64 @@ class LoginFailureThrottle(AgentRateThrottle):
 
 # ``/login/?operator`` shows the password form when password login is switched off.
 OPERATOR_PARAM = "operator"
+PASSWORD_LOGIN_OFF = ("Password login is switched off here: sign in with your identity "
+                      "provider. Only the operator's accounts sign in with a password.")
+
+
+def is_operator_account(username: str) -> bool:
+    """Is ``username`` an active staff or superuser account (the break-glass accounts)? The
+    same one query whether the account exists or not; ModelBackend's own lookup (exact
+    username) decides what the name means."""
+    user_model = get_user_model()
+    return user_model._default_manager.filter(
+        Q(is_staff=True) | Q(is_superuser=True),
+        **{user_model.USERNAME_FIELD: username}, is_active=True).exists()
+
+
+class OperatorOnlyLoginForm(AuthenticationForm):
+    """The form while password login is switched off: only an operator account's password is
+    checked. Anyone else's — right, wrong, or for no account at all — is refused the same way,
+    after the same work: the password hasher runs once over the password typed (as Django's
+    ModelBackend does for an unknown user) and the account's own hash is never looked at, so
+    neither the answer nor its time tells whether the account exists or the password was
+    right. A wrong operator password gets that same refusal."""
+
+    def clean(self) -> dict:
+        username = self.cleaned_data.get("username")
+        password = self.cleaned_data.get("password")
+        if username is None or not password:
+            raise self.refusal()
+        if not is_operator_account(username):
+            make_password(password)  # the hasher's one run, as a check of a real hash costs
+            raise self.refusal()
+        try:
+            return super().clean()  # authenticate(): the operator's own hash, checked once
+        except forms.ValidationError:
+            raise self.refusal() from None
+
+    def refusal(self) -> forms.ValidationError:
+        return forms.ValidationError(PASSWORD_LOGIN_OFF, code="password_login_off")
 
 
 class ThrottledLoginView(LoginView):
     """The login page: the single-sign-on button when a provider is configured, and the
     password form unless ``CONTEXTS_LOCAL_LOGIN`` switched it off — then only the operator's
-    accounts (staff, superusers) sign in with a password, through ``/login/?operator``, and
-    anyone else's correct password is refused (403)."""
+    accounts (staff, superusers), which single sign-on never links, sign in with a password,
+    through ``/login/?operator`` (their break-glass way in), and every other attempt is
+    refused alike (:class:`OperatorOnlyLoginForm`)."""
 
     template_name = "console/login.html"
     redirect_authenticated_user = True
+
+    def get_form_class(self) -> type[AuthenticationForm]:
+        return AuthenticationForm if settings.LOCAL_LOGIN_ENABLED else OperatorOnlyLoginForm
 
     def get_context_data(self, **kwargs):
         return {**super().get_context_data(**kwargs), "sso_enabled": settings.OIDC_ENABLED,
                 "sso_label": settings.OIDC_BUTTON_LABEL,
                 "local_login": (settings.LOCAL_LOGIN_ENABLED
-                                or OPERATOR_PARAM in self.request.GET)}
-
-    def form_valid(self, form) -> HttpResponse:
-        user = form.get_user()
-        if not settings.LOCAL_LOGIN_ENABLED and not (user.is_staff or user.is_superuser):
-            # Switched off for everyone but the operator's accounts (staff, superusers), which
-            # single sign-on never links: they keep their break-glass way in.
-            return HttpResponseForbidden("password login is switched off; sign in through "
-                                         "your identity provider")
-        return super().form_valid(form)
+                                or OPERATOR_PARAM in self.request.GET),
+                "password_login_off": not settings.LOCAL_LOGIN_ENABLED}
 
     def post(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:
         self.throttle = LoginFailureThrottle(request.POST.get("username", ""))
