@@ -67,6 +67,19 @@ def role_in(user: AbstractBaseUser, org_id: int | None) -> str | None:
                                                                           flat=True).first()
 
 
+def may_own(user: AbstractBaseUser | None, org_id: int, *, active: bool = True) -> bool:
+    """Whether ``user`` may own things in the organization — fragments (and the nudges that
+    ask about them), a context, a git source whose synced fragments default to them: a member
+    of it, and an active one unless ``active`` is off. The one rule the live paths (writing a
+    fragment with an owner) and an import apply; an import passes ``active=False`` because the
+    members it creates are inactive until an administrator here lets them in
+    (``docs/export-format.md``). A person outside the organization never owns its
+    knowledge: ownership routes its nudges, and their texts, to that person."""
+    if user is None or (active and not user.is_active):
+        return False
+    return Membership.objects.filter(user=user, org_id=org_id).exists()
+
+
 class SystemPrincipal:
     """The product itself, acting for a job someone was authorized to start (ingestion,
     governance scans). It may act anywhere; it reads nothing through ``readable_scopes``."""

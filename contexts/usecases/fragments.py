@@ -17,7 +17,7 @@ from django.contrib.auth import get_user_model
 from django.utils import timezone
 
 from accounts.models import Scope, Session
-from accounts.permissions import may, principal_user
+from accounts.permissions import may, may_own, principal_user
 from accounts.scopes import readable_scopes
 from contexts.governance.similarity import fingerprint
 from contexts.ids import parse_public_id
@@ -146,9 +146,8 @@ def write_new_fragment(principal: Any, command: NewFragment) -> Fragment:
     owner = None  # the writer
     writer = principal_user(principal)
     if command.owner and not (writer and command.owner == writer.get_username()):
-        owner = get_user_model().objects.filter(
-            username=command.owner, is_active=True, memberships__org=scope.org_id).first()
-        if owner is None:
+        owner = get_user_model().objects.filter(username=command.owner).first()
+        if not may_own(owner, scope.org_id):
             raise InvalidOperation("the owner must be an active member of the organization",
                                    field="owner")
     if command.expires_at is not None and command.expires_at <= timezone.now():

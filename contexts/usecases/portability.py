@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import shutil
+from functools import partial
 from pathlib import Path
 from typing import IO, Any
 
@@ -39,6 +40,7 @@ from contexts.services.portability import (
     read_archive,
     restore,
 )
+from contexts.usecases import sources
 from contexts.usecases.errors import NotVisible, Refused
 
 
@@ -94,8 +96,9 @@ def import_org(principal: Any, command: ImportOrg) -> Restored:
             indexed = (fragment_service.indexing_handled_by_caller() if command.wait
                        else contextlib.nullcontext())
             with indexed:
-                restored = restore(archive, principal, slug, created=lambda o: created.append(
-                    o.pk))
+                restored = restore(archive, principal, slug,
+                                   created=lambda o: created.append(o.pk),
+                                   check_source=partial(_check_source, principal))
                 if command.wait:
                     _embed(restored.fragment_ids)
             audit.record(principal, "org.import", restored.org, org=restored.org, after={
@@ -117,6 +120,14 @@ def import_org(principal: Any, command: ImportOrg) -> Restored:
     if command.wait:
         follower.catch_up(restored.org.pk)  # this node's index, before "searchable" is said
     return restored
+
+
+def _check_source(principal: Any, settings: dict[str, Any]) -> dict[str, Any]:
+    """A git source's settings from an archive, through the rules of ``source add``: a local
+    path in them is held to the ingest roots whoever imports (``check_settings``)."""
+    checked = sources.check_settings(principal, sources.SourceSettings(**settings),
+                                     from_archive=True)
+    return dataclasses.asdict(checked)
 
 
 def _embed(fragment_ids: list[int]) -> None:

@@ -89,16 +89,10 @@ def add_source(principal: Any, command: AddGitSource) -> Source:
         raise InvalidOperation(f"no repository {command.repo!r} in {org.slug}", field="repo")
     if not may(principal, "administer", repository.scope):
         raise Refused(ADD_REFUSED)
-    url = _check_url(principal, command.url)
-    if not check_branch(command.branch):
-        raise InvalidOperation(f"{command.branch!r} is not a branch name git accepts",
-                               field="branch")
-    include = _check_patterns(command.include, "include")
-    exclude = _check_patterns(command.exclude, "exclude")
-    if not MIN_INTERVAL_SECONDS <= command.interval_seconds <= MAX_INTERVAL_SECONDS:
-        raise InvalidOperation(f"the interval is {MIN_INTERVAL_SECONDS} s to "
-                               f"{MAX_INTERVAL_SECONDS} s", field="interval")
-    template = _check_template(command.web_url_template)
+    settings = check_settings(principal, SourceSettings(
+        url=command.url, branch=command.branch, include=command.include,
+        exclude=command.exclude, interval_seconds=command.interval_seconds,
+        web_url_template=command.web_url_template))
     existing = Source.objects.filter(org=org, repository=repository).first()
     if existing is not None:
         raise InvalidOperation(f"repository {repository.slug} already follows source "
@@ -106,17 +100,64 @@ def add_source(principal: Any, command: AddGitSource) -> Source:
     try:
         with transaction.atomic():
             source = Source.objects.create(
-                org=org, repository=repository, url=url, branch=command.branch,
-                include=include, exclude=exclude, interval_seconds=command.interval_seconds,
-                web_url_template=template, created_by=principal_user(principal))
+                org=org, repository=repository, created_by=principal_user(principal),
+                **dataclasses.asdict(settings))
             record(principal, "source.create", source, after={
-                "repository": repository.public_id, "url": redact_url(url),
-                "branch": command.branch, "include": include, "exclude": exclude,
-                "interval_seconds": command.interval_seconds, "web_url_template": template})
+                "repository": repository.public_id, **dataclasses.asdict(settings),
+                "url": redact_url(settings.url)})
     except IntegrityError as exc:  # added by someone else meanwhile
         raise InvalidOperation(f"repository {repository.slug} already follows a source",
                                field="repo") from exc
     return source
+
+
+@dataclasses.dataclass(frozen=True)
+class SourceSettings:
+    """What a source follows and how: the columns of ``Source`` a person (``source add``) or
+    an archive (``import_org``) chooses, checked by :func:`check_settings` either way."""
+
+    url: str
+    branch: str = "main"
+    include: Sequence[str] = ()
+    exclude: Sequence[str] = ()
+    interval_seconds: int = 900
+    web_url_template: str = ""
+
+
+def check_settings(principal: Any, settings: SourceSettings, *,
+                   from_archive: bool = False) -> SourceSettings:
+    """``settings`` cleaned, or :class:`InvalidOperation` naming the column at fault: the one
+    set of rules for a source, whether ``source add`` or the console adds it or an import
+    restores it (``contexts.usecases.portability``).
+
+    ``from_archive``: the values were read from an archive, not typed by ``principal``. The
+    archive is the exporting organization's data, so a local path in it gets no operator's
+    right: it is held to the console's rule (under ``CONTEXTS_INGEST_ROOTS``, never the
+    instance's own data — other tenants' mirrors under ``var/sources`` included)."""
+    if not isinstance(settings.interval_seconds, int) or isinstance(settings.interval_seconds,
+                                                                    bool):
+        raise InvalidOperation("the interval is a whole number of seconds",
+                               field="interval_seconds")
+    for name in ("url", "branch", "web_url_template"):
+        if not isinstance(getattr(settings, name), str):
+            raise InvalidOperation("must be text", field=name)
+    for name in ("include", "exclude"):
+        patterns = getattr(settings, name)
+        if not isinstance(patterns, list | tuple) or not all(isinstance(p, str)
+                                                            for p in patterns):
+            raise InvalidOperation("must be a list of patterns", field=name)
+    url = _check_url(principal, settings.url, from_archive=from_archive)
+    if not check_branch(settings.branch):
+        raise InvalidOperation(f"{settings.branch!r} is not a branch name git accepts",
+                               field="branch")
+    include = _check_patterns(settings.include, "include")
+    exclude = _check_patterns(settings.exclude, "exclude")
+    if not MIN_INTERVAL_SECONDS <= settings.interval_seconds <= MAX_INTERVAL_SECONDS:
+        raise InvalidOperation(f"the interval is {MIN_INTERVAL_SECONDS} s to "
+                               f"{MAX_INTERVAL_SECONDS} s", field="interval_seconds")
+    return SourceSettings(url=url, branch=settings.branch, include=include, exclude=exclude,
+                          interval_seconds=settings.interval_seconds,
+                          web_url_template=_check_template(settings.web_url_template))
 
 
 def sync_source(principal: Any, command: SyncSource) -> SyncResult | None:
@@ -169,11 +210,12 @@ def _source(principal: Any, public_id: str, org_ref: str | None) -> Source:
     return source
 
 
-def _check_url(principal: Any, raw: str) -> str:
+def _check_url(principal: Any, raw: str, *, from_archive: bool = False) -> str:
     """A URL git may fetch from: a remote one (``https``, ``ssh``, ``git``, scp-like
     ``user@host:path``) as given, a local path resolved (the operator's, or a superuser's
-    under an ingest root). Never git's ``transport::address`` form (``ext::`` runs a
-    command) nor anything git could read as an option."""
+    under an ingest root; one read from an archive: under an ingest root only). Never git's
+    ``transport::address`` form (``ext::`` runs a command) nor anything git could read as an
+    option."""
     url = raw.strip()
     if not url or url.startswith("-") or any(ord(c) < 32 or ord(c) == 127 for c in url):
         raise InvalidOperation("name a git URL or a local path", field="url")
@@ -183,19 +225,21 @@ def _check_url(principal: Any, raw: str) -> str:
     if scheme is not None:
         name = scheme.group(1).lower()
         if name == "file":
-            return _local_path(principal, url[len("file://"):])
+            return _local_path(principal, url[len("file://"):], from_archive)
         if name not in REMOTE_SCHEMES:
             raise InvalidOperation(f"{name}:// is not accepted; use one of "
                                    f"{', '.join(REMOTE_SCHEMES)} or a local path", field="url")
         return url
     if not url.startswith(("/", ".", "~")) and _SCP_LIKE.match(url):
         return url
-    return _local_path(principal, url)
+    return _local_path(principal, url, from_archive)
 
 
-def _local_path(principal: Any, path: str) -> str:
-    operator = principal is SYSTEM
-    if not operator:
+def _local_path(principal: Any, path: str, from_archive: bool = False) -> str:
+    operator = principal is SYSTEM and not from_archive
+    if not operator and not from_archive:
+        # A person typing a path needs the right; an archive's path (imported by the operator
+        # or a superuser) needs only to lie under an ingest root, checked below.
         server_paths.require_path_right(principal)
     try:
         return str(server_paths.check_server_path(path, operator=operator))
@@ -220,7 +264,8 @@ def _check_template(template: str) -> str:
     if not template:
         return ""
     if not template.lower().startswith(("https://", "http://")):
-        raise InvalidOperation("the permalink template is an http(s) URL", field="web_url")
+        raise InvalidOperation("the permalink template is an http(s) URL",
+                               field="web_url_template")
     try:
         names = {name for _, name, _, _ in string.Formatter().parse(template)
                  if name is not None}
@@ -229,11 +274,11 @@ def _check_template(template: str) -> str:
             raise InvalidOperation(
                 f"unknown placeholder(s) {', '.join(sorted(unknown))}; a permalink template "
                 "may use " + ", ".join("{" + name + "}" for name in PERMALINK_FIELDS),
-                field="web_url")
+                field="web_url_template")
         template.format(**dict.fromkeys(PERMALINK_FIELDS, "x"))
     except (ValueError, KeyError, IndexError, AttributeError) as exc:
         if isinstance(exc, InvalidOperation):
             raise
         raise InvalidOperation(f"the permalink template does not parse: {exc}",
-                               field="web_url") from exc
+                               field="web_url_template") from exc
     return template

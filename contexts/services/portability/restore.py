@@ -7,6 +7,14 @@ repository or persona keep working after a move; one already taken (an import in
 instance it came from) gets a new one, and audit events are rewritten to name it. Users are
 matched by username; one this instance lacks is created **inactive**, without a password
 (``docs/export-format.md``, *Users*).
+
+A row is held to the rules of the live path that creates its kind of object, from the same
+code: an owner (of a fragment, a context, a nudge, a git source) must be a member of the
+organization (``accounts.permissions.may_own``); a git source's URL, branch, patterns,
+interval and permalink template pass ``contexts.usecases.sources.check_settings``, which the
+use case hands in as ``check_source`` (this layer sits below it). A git source always gets a
+new public id: its mirror on disk is named by it (``VAR_DIR/sources/<public id>.git``), so an
+id from the archive could name another organization's mirror.
 """
 
 from __future__ import annotations
@@ -34,6 +42,7 @@ from accounts.models import (
     Scope,
     Session,
 )
+from accounts.permissions import may_own
 from contexts.models import (
     AuditEvent,
     Context,
@@ -55,11 +64,18 @@ from contexts.models.fragments import (
 )
 from contexts.models.governance import NudgeAnswer, NudgeState
 from contexts.services import fragments as fragment_service
+from contexts.services.errors import InvalidOperation
 from contexts.services.portability.archive import Archive, ArchiveRefused
 
 # New uids for fragments whose own is taken in this instance (a copy in the instance it came
 # from): derived from the new organization's public id and the old uid, so unique per copy.
 IMPORT_NAMESPACE = uuid.UUID("2b0f8a4e-7c61-4d2a-9a0e-5d3c1f7e6b21")
+# A git source's settings by column name → the same, cleaned; InvalidOperation naming the
+# column otherwise (``contexts.usecases.sources.check_settings`` for the importer).
+SourceCheck = Callable[[dict[str, Any]], dict[str, Any]]
+# The columns of a source that check_source rules on.
+SOURCE_SETTINGS = ("url", "branch", "include", "exclude", "interval_seconds",
+                   "web_url_template")
 
 
 @dataclasses.dataclass
@@ -116,10 +132,14 @@ class _Row:
 
 class _Restore:
     def __init__(self, archive: Archive, principal: Any,
-                 created: Callable[[Organization], None]) -> None:
+                 created: Callable[[Organization], None],
+                 check_source: SourceCheck | None) -> None:
         self.archive = archive
         self.created = created
+        self.check_source = check_source
         self.principal = principal
+        self.org: Organization | None = None
+        self.may_own: dict[int, bool] = {}  # user id → member of the new organization
         self.renamed: dict[str, str] = {}  # archive public id → the one given here
         self.scopes: dict[str, Scope] = {}  # archive scope public id → scope here
         self.fragments: dict[str, Fragment] = {}
@@ -204,6 +224,21 @@ class _Restore:
         self.users[name] = user
         return user
 
+    def owner(self, row: _Row, key: str, *, required: bool = False) -> Any:
+        """The user a row names as an owner: a member of the organization (by
+        ``memberships.jsonl``), as the live paths require (``may_own``)."""
+        name = row.get(key, str, required=required)
+        return None if name is None else self.owner_named(row, key, name)
+
+    def owner_named(self, row: _Row, key: str, name: str) -> Any:
+        user = self.user_named(row, key, name)
+        if user.pk not in self.may_own:
+            self.may_own[user.pk] = may_own(user, self.org.pk, active=False)
+        if not self.may_own[user.pk]:
+            raise row.refuse(key, f"names {name!r}, who is not a member of the organization "
+                             "(memberships.jsonl)")
+        return user
+
     def remember(self, archive_pid: str, obj: Any) -> None:
         self.scopes[archive_pid] = obj.scope
         if obj.public_id != archive_pid:
@@ -213,7 +248,7 @@ class _Restore:
     def run(self, slug: str) -> Restored:
         for row in self.rows("users.jsonl"):
             self.user_rows[row.text("username", 150, required=True)] = row.data
-        org = self.organization(slug)
+        org = self.org = self.organization(slug)
         for row in self.rows("memberships.jsonl"):
             Membership.objects.create(user=self.user(row, "user", required=True), org=org,
                                       role=row.choice("role", Role.values),
@@ -301,7 +336,7 @@ class _Restore:
             owners = row.get("owners", list, required=False, default=[])
             ContextOwner.objects.bulk_create([
                 ContextOwner(org=org, context=context,
-                             user=self.user_named(row, "owners", str(name)))
+                             user=self.owner_named(row, "owners", str(name)))
                 for name in owners])
 
     def subscriptions(self, org: Organization) -> None:
@@ -388,7 +423,7 @@ class _Restore:
                 simhash=row.get("simhash", int, required=False),
                 chunker_version=row.text("chunker_version", 32),
                 version=_count(row, "version", minimum=1),
-                owner=self.user(row, "owner"),
+                owner=self.owner(row, "owner"),
                 status=row.choice("status", FragmentStatus.values),
                 valid_from=row.when("valid_from", required=True), valid_to=row.when("valid_to"),
                 recorded_at=row.when("recorded_at", required=True),
@@ -465,7 +500,7 @@ class _Restore:
     def nudges(self, org: Organization) -> None:
         Nudge.objects.bulk_create([
             Nudge(org=org, fragment=self.fragment(row, "fragment"),
-                  owner=self.user(row, "owner", required=True),
+                  owner=self.owner(row, "owner", required=True),
                   reasons=row.get("reasons", list, required=False, default=[]),
                   state=row.choice("state", NudgeState.values),
                   answer=row.choice("answer", ["", *NudgeAnswer.values], ""),
@@ -489,7 +524,9 @@ class _Restore:
     def sources(self, org: Organization) -> None:
         """Git sources, where this instance has them (``export._sources``): each column the
         model has, by name; due for a sync at once (its documents are those of
-        ``last_commit``, so the sync picks up from there), idle, with no error."""
+        ``last_commit``, so the sync picks up from there), idle, with no error. What it
+        follows passes ``check_source`` (the rules of ``source add``); its creator — the
+        default owner of what it syncs — must be a member; its public id is always new."""
         rows = self.rows("sources.jsonl")
         if not rows:
             return
@@ -499,11 +536,12 @@ class _Restore:
             # Refused, not half-read: the archive's git sources would be lost silently.
             raise ArchiveRefused("this instance has no git sources to restore "
                                  "sources.jsonl into", field="sources.jsonl") from None
+        if self.check_source is None:
+            raise ArchiveRefused("this restore cannot check git sources",
+                                 field="sources.jsonl")
         fields = {f.name: f for f in model._meta.concrete_fields
                   if f.name not in {"id", "org", "repository", "created_by", "public_id",
-                                    "state", "last_error", "next_sync_at"}}
-        taken = set(model.objects.filter(public_id__in=[r.data.get("public_id") for r in rows])
-                    .values_list("public_id", flat=True))
+                                    "state", "last_error", "next_sync_at", *SOURCE_SETTINGS}}
         for row in rows:
             values = {}
             for name, field in fields.items():
@@ -513,11 +551,12 @@ class _Restore:
                 if isinstance(field, DateTimeField) and value is not None:
                     value = row.when(name)
                 values[name] = value
+            values.update(self._source_settings(row, model))
             pid = row.text("public_id", 32, required=True)
+            # Never the archive's id: the mirror's directory is named by it.
             source = model(org=org, repository=self.scoped(row, "repository", Repository,
                                                              "repo"),
-                           created_by=self.user(row, "created_by"),
-                           public_id="" if pid in taken else pid, **values)
+                           created_by=self.owner(row, "created_by"), **values)
             if source.repository_id is None:
                 raise row.refuse("repository", "is missing")
             try:
@@ -526,8 +565,16 @@ class _Restore:
                 key, errors = next(iter(exc.message_dict.items()))
                 raise row.refuse(key, errors[0]) from None
             source.save()
-            if source.public_id != pid:
-                self.renamed[pid] = source.public_id
+            self.renamed[pid] = source.public_id
+
+    def _source_settings(self, row: _Row, model: type) -> dict[str, Any]:
+        defaults = {name: model._meta.get_field(name).get_default()
+                    for name in SOURCE_SETTINGS}
+        given = {name: row.data.get(name, defaults[name]) for name in SOURCE_SETTINGS}
+        try:
+            return self.check_source(given)
+        except InvalidOperation as exc:
+            raise row.refuse(exc.field or "url", f"is refused: {exc}") from None
 
     def _renamed(self, public_id: str) -> str:
         return self.renamed.get(public_id, public_id)
@@ -561,10 +608,12 @@ def _strings(row: _Row, key: str, max_length: int) -> list[str]:
 
 
 def restore(archive: Archive, principal: Any, slug: str,
-            created: Callable[[Organization], None] = lambda org: None) -> Restored:
+            created: Callable[[Organization], None] = lambda org: None,
+            check_source: SourceCheck | None = None) -> Restored:
     """Restore ``archive`` as organization ``slug`` (the caller's transaction); ``created``
     hears of the organization as soon as its row exists (what a rollback must clean up beside
-    the database: the node's index directory)."""
+    the database: the node's index directory). ``check_source`` rules on each git source's
+    settings (without it, an archive with git sources is refused)."""
     try:
         SLUG_VALIDATOR(slug)
     except ValidationError as exc:
@@ -572,4 +621,4 @@ def restore(archive: Archive, principal: Any, slug: str,
     if Organization.objects.filter(slug=slug).exists():
         raise ArchiveRefused(f"an organization {slug!r} exists already; choose another with "
                              "--as", field="slug")
-    return _Restore(archive, principal, created).run(slug)
+    return _Restore(archive, principal, created, check_source).run(slug)
