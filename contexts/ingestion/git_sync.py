@@ -143,6 +143,19 @@ def run_sync(source_id: int, *, full: bool = False, wait: bool = False) -> SyncR
         return _Sync(source, full=full).run()
 
 
+def origin(source: Source) -> str:
+    """What a git source's documents say brought them (``SourceDocument.origin``)."""
+    return f"git:{source.public_id}"
+
+
+def own_documents(source: Source):
+    """The documents this source brought into its repository: the ones its syncs count,
+    reconcile and remove (a folder or an upload ingested into the same repository keeps
+    its own)."""
+    return SourceDocument.objects.filter(org=source.org, repository=source.repository,
+                                         origin=origin(source))
+
+
 def _is_rules_file(path: str) -> bool:
     """A file whose change can change which files of the tree are ingested, or their kinds."""
     return path == policy.POLICY_FILE or PurePosixPath(path).name == policy.IGNORE_FILE
@@ -182,12 +195,12 @@ class _Sync:
         logger.info("source %s: applying %s..%s (%s)", source.public_id,
                     (source.last_commit or "none")[:12], head[:12],
                     "whole tree" if self.result.full else "diff")
-        documents = SourceDocument.objects.filter(org=source.org, repository=source.repository)
+        documents = own_documents(source)
         relevant = None if self.result.full else {*self._candidates, *removed, *moved}
         before = self._hashes(documents, relevant)
         ingestor = Ingestor(
             Target(org=source.org, scope=source.repository.scope, repository=source.repository,
-                   default_owner=source.created_by, commit=head),
+                   default_owner=source.created_by, commit=head, origin=origin(source)),
             batch_chunks=settings.INGEST_EMBED_BATCH_CHUNKS, on_progress=self._progress,
             prune_missing=self.result.full)
         yielded: set[str] = set()
@@ -367,8 +380,7 @@ class _Sync:
         source, result = self.source, self.result
         fields = {"state": SourceState.IDLE, "last_error": ""}
         if applied is not None:
-            documents = SourceDocument.objects.filter(org=source.org,
-                                                      repository=source.repository)
+            documents = own_documents(source)
             result.files = documents.count()
             result.fragments = (Fragment.objects.filter(sources__document__in=documents,
                                                         status=FragmentStatus.ACTIVE)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from django.conf import settings
@@ -14,6 +15,7 @@ from django.utils import timezone
 
 from accounts.models import Repository
 from contexts.ingestion import server_paths
+from contexts.ingestion.archives import looks_like_zip
 from contexts.ingestion.doc_exports import from_uploads_with_archives
 from contexts.ingestion.git_tree import GitListingFailed
 from contexts.ingestion.pipeline import Ingestor, Stats, Target
@@ -36,7 +38,15 @@ def _target(job: IngestionJob) -> Target:
     if scope.kind == "repo":
         repository = Repository.objects.get(scope=scope)
     return Target(org=job.org, scope=scope, repository=repository, context=job.context,
-                  default_owner=job.owner or job.created_by, job=job)
+                  default_owner=job.owner or job.created_by, job=job, origin=origin(job))
+
+
+def origin(job: IngestionJob) -> str:
+    """The source a path job reads — its root, resolved (``path:<root>``), so that two jobs of
+    the same folder are one source. An upload job's files each name theirs (``_files``)."""
+    if job.source_kind == "upload":
+        return ""
+    return f"path:{Path(job.source).resolve()}"
 
 
 def run_job(job_id: int) -> IngestionJob | None:
@@ -88,9 +98,13 @@ def _run_job_locked(job_id: int) -> IngestionJob | None:
         files = _files(job)
         IngestionJob.objects.filter(pk=job_id).update(
             files_total=sum(1 for f in files if not hasattr(f, "reason")))
+        # A folder's walk, or an upload's files and archives, is the whole of what each of
+        # those sources holds now: its documents it no longer yields are retired (its own
+        # only, pipeline._prune). A single file named by path is not a folder's walk.
         ingestor = Ingestor(_target(job), batch_chunks=settings.INGEST_EMBED_BATCH_CHUNKS,
                             on_progress=progress,
-                            prune_missing=job.source_kind == "path" and Path(job.source).is_dir())
+                            prune_missing=(job.source_kind == "upload"
+                                           or Path(job.source).is_dir()))
         stats = ingestor.run(files)
     except (PolicyError, GitListingFailed) as exc:
         # The source's own rules are wrong (a bad .contexts.toml, a work tree git cannot list):
@@ -130,8 +144,13 @@ def _files(job: IngestionJob) -> list[SourceFile | Skipped]:
     if job.source_kind != "upload":
         return list(walk(Path(job.source), max_bytes=limit,
                          include_untracked=job.include_untracked))
-    # An uploaded zip (a documentation export) is expanded into its pages here.
-    files = list(from_uploads_with_archives(uploads.read(job), max_bytes=limit))
+    # An uploaded zip (a documentation export) is expanded into its pages here. Each file and
+    # archive is a source of its own (``upload:<name>``, ``archive:<name>``): uploading the
+    # same name again replaces what it brought, a different one never retires another's.
+    files = [replace(item, origin=f"{'archive' if looks_like_zip(name) else 'upload'}:{name}")
+             if isinstance(item, SourceFile) else item
+             for name, raw in uploads.read(job)
+             for item in from_uploads_with_archives([(name, raw)], max_bytes=limit)]
     if not files:
         raise UploadsMissing(
             "the job's uploaded files are gone (uploads of a job not finished within "

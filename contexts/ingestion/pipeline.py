@@ -79,6 +79,11 @@ class Target:
     # A git source's sync: the commit the files are read at, recorded on each document
     # written (``source_commit``) and in each fragment version's metadata.
     commit: str | None = None
+    # Which source this run reads (``SourceDocument.origin``): ``git:<source id>``,
+    # ``path:<root>``. A file may name its own (an upload job's files and archives). A run
+    # removes or prunes only documents of the origins it reads, never "" (a document no
+    # migration could attribute) nor another source's.
+    origin: str = ""
 
 
 @dataclass
@@ -93,6 +98,12 @@ class Stats:
     skipped: list[dict] = field(default_factory=list)
     warnings: list[dict] = field(default_factory=list)
     touched: set[int] = field(default_factory=set)
+    # The fragments behind the counters (ids), for the record of what a sync did.
+    created_ids: list[int] = field(default_factory=list)
+    updated_ids: list[int] = field(default_factory=list)
+    retired_ids: list[int] = field(default_factory=list)
+    merged: list[int] = field(default_factory=list)      # a person's edit merged with upstream
+    conflicted: list[int] = field(default_factory=list)  # overlapping: the person's text kept
     chunk_tokens: list[int] = field(default_factory=list)
     encode_seconds: float = 0.0
     encoded_texts: int = 0
@@ -147,6 +158,7 @@ class ChunkPlan:
 
     fragment_id: int | None = None
     uid: uuid.UUID | None = None
+    written_id: int | None = None  # the fragment a create or update wrote
     # The texts the model reads (Embedder.passages: the chunk, then windows of a long one) and
     # their vectors, one row each.
     passages: list[str] | None = None
@@ -177,9 +189,10 @@ class Ingestor:
                  reuse_vectors: bool = True, whole_documents: bool = False,
                  prune_missing: bool = False) -> None:
         self.target = target
-        # A full walk of a source root: documents it no longer yields are removed.
+        # A full walk of a source root: documents it no longer yields are removed — of the
+        # origins it read only (``_prune``).
         self.prune_missing = prune_missing
-        self._seen_paths: set[str] = set()
+        self._seen: dict[str, set[str]] = {}  # origin → paths the walk yielded under it
         # One fragment per document (benchmarks in BEIR layout), instead of chunking.
         self.whole_documents = whole_documents
         self.batch_chunks = batch_chunks
@@ -211,7 +224,8 @@ class Ingestor:
                 on_wait=self._waited), self._provenance():
             if moved:
                 self._move(moved)
-            self._remove(self._documents().filter(path__in=list(removed)))
+            self._remove(self._own_documents(self.target.origin)
+                         .filter(path__in=list(removed)))
             self._load_dedup_index()
             return self._run(files)
 
@@ -222,6 +236,15 @@ class Ingestor:
     def _documents(self):
         return SourceDocument.objects.filter(org=self.target.org,
                                              repository=self.target.repository)
+
+    def _own_documents(self, origin: str):
+        """The documents ``origin`` brought: the only ones its run may remove. None for ""
+        (a run with no origin, or a document no migration could attribute: never pruned)."""
+        documents = self._documents()
+        return documents.filter(origin=origin) if origin else documents.none()
+
+    def _origin_of(self, source: SourceFile) -> str:
+        return source.origin or self.target.origin
 
     def _waited(self, seconds: float) -> None:
         self.stats.warnings.append({"path": "", "reason": (
@@ -266,7 +289,7 @@ class Ingestor:
             if isinstance(item, Skipped):
                 self.stats.skipped.append({"path": item.path, "reason": item.reason})
                 continue
-            self._seen_paths.add(item.path)
+            self._seen.setdefault(self._origin_of(item), set()).add(item.path)
             if item.kind:
                 self._policy_kinds[item.path] = item.kind
             planned = self._parse(item)
@@ -292,6 +315,7 @@ class Ingestor:
                                                                                source.kind):
                 known = list(document.pointers.values_list("fragment_id", flat=True))
                 if known:  # identical content: nothing to chunk, embed or write
+                    self._claim(document, self._origin_of(source))
                     self.stats.unchanged += len(known)
                     self.stats.touched.update(known)
                     self.stats.files_done += 1
@@ -312,6 +336,12 @@ class Ingestor:
             # version of it is retired like any chunk its file no longer yields).
             chunks = [c for c in chunks if PLACEHOLDER_MARK not in c.text]
         return Planned(source, doc, chunks, document, secrets=found)
+
+    def _claim(self, document: SourceDocument, origin: str) -> None:
+        """The latest source to bring a path owns its document, unchanged content or not:
+        the source it took the path from no longer removes it."""
+        if origin and document.origin != origin:
+            SourceDocument.objects.filter(pk=document.pk).update(origin=origin)
 
     def _document(self, path: str) -> SourceDocument | None:
         return self._documents().filter(path=path).first()
@@ -457,8 +487,12 @@ class Ingestor:
             self.stats.chunk_tokens.append(chunk_plan.chunk.token_count)
             if chunk_plan.action == "create":
                 self.stats.created += 1
+                if chunk_plan.written_id is not None:
+                    self.stats.created_ids.append(chunk_plan.written_id)
             elif chunk_plan.action == "update":
                 self.stats.updated += 1
+                if chunk_plan.written_id is not None:
+                    self.stats.updated_ids.append(chunk_plan.written_id)
             elif chunk_plan.action == "duplicate":
                 self.stats.duplicates += 1
             else:
@@ -474,6 +508,7 @@ class Ingestor:
             fragment = self._apply(document, doc, chunk_plan)
             if fragment is not None and chunk_plan.action in ("create", "update"):
                 written.append((fragment, chunk_plan))
+                chunk_plan.written_id = fragment.pk  # counted once the group commits
         for pointer in plan.dropped:
             self._drop_pointer(pointer)
         self._apply_front_matter(document, doc)
@@ -517,6 +552,9 @@ class Ingestor:
                   "content_hash": document_hash(doc, source.kind),
                   "size_bytes": len(source.raw), "changed_at": timezone.now(),
                   "source_commit": self.target.commit}
+        origin = self._origin_of(source)
+        if origin:  # the latest writer takes the path (``_claim``); "" keeps the old owner
+            fields["origin"] = origin
         if document is None:
             return SourceDocument.objects.create(org=self.target.org,
                                                  repository=self.target.repository,
@@ -592,6 +630,7 @@ class Ingestor:
         if not fragment.sources.exists() and fragment.status == FragmentStatus.ACTIVE:
             fragment_service.retire_fragment(SYSTEM, fragment, reason="removed from its source")
             self.stats.retired += 1
+            self.stats.retired_ids.append(fragment.pk)
             self.stats.touched.add(fragment.pk)
 
     def _kind(self, doc: NormalizedDocument, chunk_: Chunk) -> str:
@@ -630,8 +669,13 @@ class Ingestor:
 
     # -- removals and citation links ------------------------------------------------------------
     def _prune(self) -> None:
-        """Documents of this target the walk no longer yields: their fragments are retired."""
-        self._remove(self._documents().exclude(path__in=self._seen_paths))
+        """Documents the walk no longer yields, of the origins it read (the run's own, and each
+        that a file of it named: an archive uploaded again): their fragments are retired.
+        Another source's documents in the same scope are never this walk's to prune."""
+        origins = {self.target.origin, *self._seen} - {""}
+        for origin in sorted(origins):
+            self._remove(self._own_documents(origin)
+                         .exclude(path__in=self._seen.get(origin, set())))
 
     def _remove(self, documents) -> None:
         """These documents are gone: their fragments retired (unless another source still
@@ -650,13 +694,14 @@ class Ingestor:
         is removed instead. (A rename goes from a path the old tree had to one it had not, so
         no move waits for another.) A move an earlier, interrupted run made is recognised by
         the document at the new path having been read at this run's commit."""
-        documents = self._documents()
-        rows = dict(documents.filter(path__in=[*moved, *moved.values()])
+        documents = self._own_documents(self.target.origin)  # another source's stay put
+        own = set(documents.filter(path__in=list(moved)).values_list("path", flat=True))
+        rows = dict(self._documents().filter(path__in=list(moved.values()))
                     .values_list("path", "source_commit"))
         for old, new in sorted(moved.items()):
-            if old not in rows or (self.target.commit and rows.get(new) == self.target.commit):
-                continue  # no document to move, or moved already
-            if new in rows:
+            if old not in own or (self.target.commit and rows.get(new) == self.target.commit):
+                continue  # no document of ours to move, or moved already
+            if new in rows:  # the new path has a document (maybe another source's): read there
                 self._remove(documents.filter(path=old))
             else:
                 documents.filter(path=old).update(path=new, content_hash="",

@@ -48,6 +48,9 @@ class SourceFile:
     author: str = ""
     authored_at: dt.datetime | None = None
     kind: str | None = None   # the policy's kind for this path; front matter still wins
+    # Which source brought it, when a job reads several (an upload job's files and archives:
+    # ``upload:<name>``, ``archive:<name>``); "" — the run's own (``Target.origin``).
+    origin: str = ""
 
 
 @dataclass(frozen=True)
