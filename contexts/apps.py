@@ -10,16 +10,22 @@ class ContextsConfig(AppConfig):
         from accounts.tokens import token_changed
         from contexts import (
             follower,
+            mail,  # noqa: F401 - registers its deploy check
             metrics,
             signals,  # noqa: F401 - connects receivers
         )
         from contexts.governance import nudges, secret_nudges
         from contexts.ids import register_converters
+        from contexts.logfilters import redact_every_handler
         from contexts.services.fragments import fragments_changed
         from contexts.services.secrets import secrets_found
         from contexts.services.token_audit import record_token_change
 
         register_converters()  # <pid:…> and friends, before any URLconf is imported
+        # settings.LOGGING's handlers redact credentials themselves; handlers made before
+        # Django was set up (gunicorn's access and error logs, which uvicorn's loggers share)
+        # get the same filter here.
+        redact_every_handler()
         # Token changes go to the audit trail, which accounts (below contexts) cannot import.
         token_changed.connect(record_token_change, dispatch_uid="contexts.audit.tokens")
         # Connected here, once the apps are loaded, rather than as a side effect of importing

@@ -3,12 +3,22 @@
 import os
 
 from celery import Celery
+from celery.signals import after_setup_logger, after_setup_task_logger
+
+from contexts.logfilters import redact_every_handler
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "contexts.settings")
 
 app = Celery("contexts")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+
+@after_setup_logger.connect
+@after_setup_task_logger.connect
+def _redact_credentials(**kwargs: object) -> None:
+    """The worker's and beat's own log handlers redact credentials as Django's do."""
+    redact_every_handler()
 
 
 @app.task(name="contexts.ping")

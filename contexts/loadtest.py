@@ -40,7 +40,8 @@ def percentile(values: Sequence[float], q: float) -> float:
 # --- the server ----------------------------------------------------------------------------------
 @contextmanager
 def gunicorn(workers: int, *, asgi: bool = False, threads: int = 1,
-             env: dict[str, str] | None = None, keepalive: int = 2) -> Iterator[str]:
+             env: dict[str, str] | None = None, keepalive: int = 2,
+             extra_args: Sequence[str] = ()) -> Iterator[str]:
     """Serve the project with gunicorn on a free local port; yields its base URL.
 
     ``asgi`` uses uvicorn workers on ``contexts.asgi`` as ``make run`` does; otherwise the WSGI
@@ -48,6 +49,7 @@ def gunicorn(workers: int, *, asgi: bool = False, threads: int = 1,
     socket (``fd://``), so no other process can take the port between choosing and binding it.
     The whole process group is stopped afterwards. ``keepalive``: seconds an idle keep-alive
     connection stays open (gunicorn's default, 2; sync workers close every connection anyway).
+    ``extra_args``: more gunicorn options (``--access-logfile``, ...).
     """
     listener = socket.create_server(("127.0.0.1", 0))
     port = listener.getsockname()[1]
@@ -60,7 +62,7 @@ def gunicorn(workers: int, *, asgi: bool = False, threads: int = 1,
             [sys.executable, "-m", "gunicorn", *app, "--bind", f"fd://{listener.fileno()}",
              "--workers", str(workers), "--threads", str(threads), "--log-level", "warning",
              "--keep-alive", str(keepalive),
-             "--graceful-timeout", "5"],
+             "--graceful-timeout", "5", *extra_args],
             env={**os.environ, "DJANGO_SETTINGS_MODULE": "contexts.settings", **(env or {})},
             cwd=settings.BASE_DIR, pass_fds=[listener.fileno()], start_new_session=True)
     base_url = f"http://127.0.0.1:{port}"

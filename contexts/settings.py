@@ -368,7 +368,11 @@ if env_bool("USE_X_FORWARDED_PROTO", False):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
 # --- Email --------------------------------------------------------------------------------------
-EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
+# Without a mail server (`make run`), each message is kept whole in a file under var/mail/ (0600)
+# and the log says only where: e-mails carry set-password and nudge links, which logs never hold
+# (contexts/mail.py). Production sets the SMTP backend (docs/operations.md, "E-mail").
+EMAIL_BACKEND = env_str("EMAIL_BACKEND", "contexts.mail.FileMailBackend")
+EMAIL_FILE_PATH = Path(env_str("EMAIL_FILE_PATH", str(VAR_DIR / "mail")))
 EMAIL_HOST = env_str("EMAIL_HOST", "localhost")
 EMAIL_PORT = env_int("EMAIL_PORT", 25)
 EMAIL_HOST_USER = env_str("EMAIL_HOST_USER")
@@ -553,8 +557,13 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "filters": {"terse_refusals": {"()": "contexts.logfilters.TerseRefusals"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "filters": {"terse_refusals": {"()": "contexts.logfilters.TerseRefusals"},
+                # Every handler: logs never hold a set-password or nudge link's token, nor an
+                # SSO callback's code and state (gunicorn's and Celery's handlers get it from
+                # contexts.logfilters.redact_every_handler).
+                "redact_credentials": {"()": "contexts.logfilters.RedactCredentials"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain",
+                             "filters": ["redact_credentials"]}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     "loggers": {"django.db.backends": {"level": "WARNING"},
                 "django.request": {"filters": ["terse_refusals"]}},

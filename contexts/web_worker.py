@@ -7,7 +7,8 @@ client could name any address and dodge the login throttle. This one trusts exac
 the access log, the request's address and every throttle agree. It also starts the node's
 index follower (``contexts.follower``) in every web process, serves only once the process's
 query encoder answers, and closes a keep-alive connection after
-``CONTEXTS_KEEPALIVE_REQUESTS`` requests (:class:`RecyclingHttpProtocol`).
+``CONTEXTS_KEEPALIVE_REQUESTS`` requests (:class:`RecyclingHttpProtocol`). Its access log redacts
+credentials in URLs (``contexts.logfilters``).
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ with warnings.catch_warnings():
     from uvicorn.workers import UvicornWorker as _UvicornWorker
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+from contexts.logfilters import redact_every_handler
 
 
 class RecyclingHttpProtocol(HttpToolsProtocol):
@@ -72,3 +75,6 @@ class UvicornWorker(_UvicornWorker):
                               "forwarded_allow_ips": list(settings.TRUSTED_PROXIES),
                               "http": RecyclingHttpProtocol}
         super().__init__(*args, **kwargs)
+        # uvicorn's loggers now write through gunicorn's access and error handlers: those
+        # redact credentials in URLs too (a set-password or nudge link, an SSO callback).
+        redact_every_handler()
