@@ -14,9 +14,10 @@ class ContextsConfig(AppConfig):
             metrics,
             signals,  # noqa: F401 - connects receivers
         )
-        from contexts.governance import nudges, secret_nudges
+        from contexts.governance import evidence, evidence_follow, nudges, secret_nudges
         from contexts.ids import register_converters
         from contexts.logfilters import redact_every_handler
+        from contexts.services.evidence import documents_changed, text_written
         from contexts.services.fragments import fragments_changed
         from contexts.services.secrets import secrets_found
         from contexts.services.token_audit import record_token_change
@@ -36,6 +37,11 @@ class ContextsConfig(AppConfig):
         # A secret found on the way in: its file's owner is asked to rotate it.
         secrets_found.connect(secret_nudges.nudge_owners,
                               dispatch_uid="governance.secret_nudges")
+        # What a person's text cites is resolved as it is written; a sync that changes it
+        # re-opens the fragment (docs/governance.md, "Evidence").
+        text_written.connect(evidence.record, dispatch_uid="governance.evidence.record")
+        documents_changed.connect(evidence_follow.follow_documents,
+                                  dispatch_uid="governance.evidence.follow")
         metrics.add_scrape_collector(follower.LAG_COLLECTOR)
         from contexts.services import oidc
 

@@ -579,6 +579,15 @@ from celery.schedules import crontab  # noqa: E402 - kept inside the governance 
 GOVERNANCE_STALE_AFTER_DAYS = {"default": 180, "policy": 365}
 GOVERNANCE_HOT_MIN_USES = {"default": env_int("CONTEXTS_STALE_HOT_MIN_USES", 5)}
 GOVERNANCE_HOT_WINDOW_DAYS = env_int("CONTEXTS_STALE_HOT_WINDOW_DAYS", 30)
+# Verify-by intervals per kind (issue 38): a fragment a person vouches for (written or edited by
+# one, or verified before) is asked about again — a verify_due nudge from the staleness scan —
+# once this many days passed since it was last verified or edited. Policies sooner than ADRs.
+GOVERNANCE_VERIFY_AFTER_DAYS = {
+    "policy": env_int("CONTEXTS_VERIFY_DAYS_POLICY", 90),
+    "runbook": env_int("CONTEXTS_VERIFY_DAYS_RUNBOOK", 120),
+    "adr": env_int("CONTEXTS_VERIFY_DAYS_ADR", 365),
+    "default": env_int("CONTEXTS_VERIFY_DAYS_DEFAULT", 180),
+}
 # (c) "probably contradicted by a newer fragment of its lineage" (docs/governance.md).
 GOVERNANCE_CONTRADICTION_MIN_OVERLAP = 0.5  # sentence alignment: Jaccard of content words
 # Nudges: unanswered for this long → escalated to the organization's tech leads and admins.

@@ -39,6 +39,7 @@ from django.urls import reverse
 
 from accounts.models import Membership, Organization, Role
 from accounts.permissions import OnBehalfOf, may
+from contexts.governance import evidence
 from contexts.governance.clock import resolve
 from contexts.models import Fragment, FragmentStatus, FragmentVersion, Nudge
 from contexts.models.governance import NudgeAnswer, NudgeKind, NudgeState
@@ -354,8 +355,10 @@ def answer_nudge(user: AbstractBaseUser, nudge: Nudge, answer: str, new_owner=No
         # An owner who is not a curator answers by the owner's right: recorded as themselves.
         principal = user if may(user, "curate", fragment.scope) else OnBehalfOf(user)
         if answer == NudgeAnswer.STILL_ACCURATE:
+            # Verified as it stands: what it rests on is re-resolved, current again.
             fragment_service.verify_fragment(principal, fragment, now=now,
-                                             note={"nudge": nudge.pk})
+                                             note={"nudge": nudge.pk},
+                                             evidence=evidence.resnapshot(fragment))
         elif answer == NudgeAnswer.EDITED:
             if body is not None:
                 fragment_service.edit_fragment(

@@ -36,7 +36,7 @@ from django.db.models import DateTimeField, F, Q
 from django.db.models.functions import Coalesce, Greatest
 
 from accounts.models import Organization
-from contexts.governance import lineage
+from contexts.governance import evidence, lineage
 from contexts.governance.clock import per_kind, resolve, smallest
 from contexts.governance.detector import Finding, Passage, detect
 from contexts.governance.text_rules import CONTRADICTION_CLASSES
@@ -47,7 +47,7 @@ from contexts.models import (
     SourcePointer,
     StalenessScan,
 )
-from contexts.models.governance import NudgeState
+from contexts.models.governance import NudgeKind, NudgeState
 
 logger = logging.getLogger(__name__)
 
@@ -81,6 +81,10 @@ class ScanReport:
     nudges_opened: int = 0
     nudges_escalated: int = 0
     unroutable: int = 0
+    # Fragments whose kind's verify-by interval passed (contexts.governance.evidence), pk →
+    # why; asked about with verify_due nudges, apart from the staleness reasons.
+    verify_due: dict[int, str] = field(default_factory=dict)
+    verify_nudges_opened: int = 0
 
     @property
     def by_reason(self) -> dict[str, int]:
@@ -265,6 +269,7 @@ def scan(now: dt.datetime | None = None, orgs: Iterable[Organization] | None = N
         if nudge:
             nudges.reconcile(org=org, now=now)
         report.stale = find_stale(org, now)
+        report.verify_due = evidence.verify_due(org.pk, now)
         if nudge:
             fragments = Fragment.objects.select_related("owner", "org", "scope").in_bulk(
                 list(report.stale))
@@ -282,6 +287,16 @@ def scan(now: dt.datetime | None = None, orgs: Iterable[Organization] | None = N
                     (opened if item.state == NudgeState.OPEN else escalated).append(item)
                 elif was is not None and was.state != item.state:  # owner since deactivated
                     newly_escalated.append(item)
+            due = Fragment.objects.select_related("owner", "org", "scope").in_bulk(
+                list(report.verify_due))
+            for fragment_id in sorted(due):
+                outcome, item = nudges.open_nudge(
+                    due[fragment_id], [{"code": "verify_due",
+                                        "detail": report.verify_due[fragment_id]}],
+                    now=now, kind=NudgeKind.VERIFY_DUE)
+                if outcome == nudges.OPENED:
+                    report.verify_nudges_opened += 1
+                    (opened if item.state == NudgeState.OPEN else escalated).append(item)
             newly_escalated += nudges.escalate_overdue(org=org, now=now, send=False)
             report.nudges_escalated = len(newly_escalated)
             # One email per person: a digest of everything this scan asks them.
@@ -290,8 +305,10 @@ def scan(now: dt.datetime | None = None, orgs: Iterable[Organization] | None = N
                 org=org, now=now, scanned=report.scanned, stale=len(report.stale),
                 by_reason=report.by_reason, nudges_opened=report.nudges_opened,
                 nudges_escalated=report.nudges_escalated, unroutable=report.unroutable)
-        logger.info("staleness scan of %s: %d of %d stale %s, %d nudges opened, %d escalated",
-                    org.slug, len(report.stale), report.scanned, report.by_reason,
-                    report.nudges_opened, report.nudges_escalated)
+        logger.info("staleness scan of %s: %d of %d stale %s, %d nudges opened, %d escalated; "
+                    "%d due for verification, %d asked", org.slug, len(report.stale),
+                    report.scanned, report.by_reason, report.nudges_opened,
+                    report.nudges_escalated, len(report.verify_due),
+                    report.verify_nudges_opened)
         reports.append(report)
     return reports

@@ -649,3 +649,39 @@ def chunk_code(doc: NormalizedDocument, *, chunker_version: str) -> list[Chunk]:
         return []
     grammar = GRAMMARS.get(grammar_key(doc.language, doc.path))
     return _CodeChunker(doc, grammar).chunks(chunker_version)
+
+
+def definitions(doc: NormalizedDocument) -> dict[str, str]:
+    """Every named definition of a source file at any depth — ``refill_bucket``,
+    ``TokenBucket.refill`` — as qualified name → the definition's own text (decorators and
+    all, without the comments above it). What a fragment citing a symbol rests on
+    (``contexts.governance.evidence``): one definition, however the chunker grouped it with
+    its neighbours, so a change to another function of the same file changes nothing here.
+    Empty for a language without a grammar, or when the grammar fails on the text."""
+    key = grammar_key(doc.language, doc.path)
+    grammar = GRAMMARS.get(key)
+    if grammar is None or not doc.text.strip():
+        return {}
+    # Only the naming half of the chunker (no line table: nothing is sized here).
+    namer = object.__new__(_CodeChunker)
+    namer.doc, namer.grammar = doc, grammar
+    try:
+        root = Parser(_language(key)).parse(doc.text.encode("utf-8")).root_node
+    except Exception:  # noqa: BLE001 - a grammar problem means no definitions, not an error
+        logger.warning("tree-sitter failed on %s", doc.path, exc_info=True)
+        return {}
+    found: dict[str, str] = {}
+    stack: list[tuple[Node, str | None]] = [(root, None)]
+    while stack:
+        node, parent = stack.pop()
+        for child in reversed(node.named_children):
+            name = None if child.type in grammar.attached else namer._name(child)
+            if name:
+                qualified = f"{parent}.{name}" if parent else name
+                # A wrapper's text (decorators, ``export``) is the definition's; its members
+                # are the wrapped declaration's children.
+                found.setdefault(qualified, _text(child))
+                stack.append((namer._unwrap(child), qualified))
+            else:
+                stack.append((child, parent))
+    return found

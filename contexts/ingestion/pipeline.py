@@ -53,6 +53,7 @@ from contexts.models import (
 from contexts.models.fragments import LinkKind
 from contexts.models.jobs import IngestionJob
 from contexts.models.secrets import SecretAction, SecretOrigin
+from contexts.services import evidence as evidence_service
 from contexts.services import fragments as fragment_service
 from contexts.services import secrets as secret_service
 from contexts.services.secret_scan import PLACEHOLDER_MARK, Finding
@@ -512,7 +513,15 @@ class Ingestor:
         for pointer in plan.dropped:
             self._drop_pointer(pointer)
         self._apply_front_matter(document, doc)
+        self._announce([document.path])
         return written
+
+    def _announce(self, paths: list[str]) -> None:
+        """Once this write commits, the fragments resting on these documents (what a person's
+        text cites, ``contexts.governance.evidence``) are re-checked against them."""
+        evidence_service.announce_documents(
+            self.target.org.pk, self.target.repository.pk if self.target.repository else None,
+            paths)
 
     def _apply_front_matter(self, document: SourceDocument, doc: NormalizedDocument) -> None:
         """Front matter describes every fragment of its document, changed text or not.
@@ -685,6 +694,7 @@ class Ingestor:
                 for pointer in document.pointers.select_related("fragment"):
                     self._drop_pointer(pointer)
                 document.delete()
+                self._announce([document.path])
 
     def _move(self, moved: dict[str, str]) -> None:
         """Each document at an old path takes its new one, fragments and history kept (a
@@ -706,6 +716,7 @@ class Ingestor:
             else:
                 documents.filter(path=old).update(path=new, content_hash="",
                                                   source_commit=self.target.commit)
+                self._announce([old])  # what cites the old path finds nothing there now
 
     def _write_links(self) -> None:
         """Citation edges from every document's recorded links — derived from the database,

@@ -22,7 +22,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from accounts.models import Scope
-from accounts.permissions import may, principal_user
+from accounts.permissions import SYSTEM, may, principal_user
 from contexts.compression import packed_tokens
 from contexts.models import (
     Context,
@@ -39,6 +39,7 @@ from contexts.models.changes import ChangeKind
 from contexts.models.fragments import LinkKind, Namespace
 from contexts.models.secrets import SecretAction, SecretOrigin
 from contexts.services import audit, change_feed, secrets
+from contexts.services import evidence as evidence_service
 from contexts.services.errors import EditConflict, InvalidOperation
 from contexts.services.secret_scan import redact, scan
 from contexts.tokens import count_tokens
@@ -263,12 +264,21 @@ def _create_fragment(principal: Any, scope: Scope, *, body: str, title: str = ""
     fragment.save()
     if contexts:
         fragment.contexts.set(contexts)
+    _resolve_evidence(principal, fragment)
     _write_version(fragment, principal, reason)
     audit.record(principal, "fragment.create", fragment, after=snapshot(fragment))
     secrets.record(principal, screened.findings, org=scope.org_id, origin=SecretOrigin.WRITE,
                    action=SecretAction.REDACTED, fragment=fragment)
     notify_changed([fragment.pk], ChangeKind.CREATE)
     return fragment
+
+
+def _resolve_evidence(principal: Any, fragment: Fragment) -> None:
+    """A person's text: what it cites is resolved now, in this transaction (the receiver,
+    ``contexts.governance.evidence.record``, parses code, which this layer cannot). Ingestion
+    writes as the system what files say: a source fragment rests on its file's lines."""
+    if principal is not SYSTEM:
+        evidence_service.text_written.send(sender=Fragment, fragment=fragment)
 
 
 def _locked(fragment: Fragment) -> Fragment:
@@ -342,6 +352,7 @@ def _edit_fragment(principal: Any, fragment: Fragment, *, based_on_version: int,
     current.version += 1
     current.last_edited_at = timezone.now()
     current.save()
+    _resolve_evidence(principal, current)
     _write_version(current, principal, reason or "edited")
     audit.record(principal, "fragment.edit", current, before=before, after=snapshot(current))
     secrets.record(principal, screened.findings, org=current.org_id, origin=origin,
@@ -494,17 +505,27 @@ def update_metadata(principal: Any, fragments: Iterable[Fragment], *, reason: st
 
 @transaction.atomic
 def verify_fragment(principal: Any, fragment: Fragment, *, now: dt.datetime | None = None,
-                    note: dict | None = None) -> Fragment:
-    """"Still accurate": ``verified_at = now``. Neither text nor metadata changed, so no
-    version; audited, and signalled (open nudges close, freshness follows)."""
+                    note: dict | None = None, evidence: list[dict] | None = None) -> Fragment:
+    """"Still accurate": ``verified_at = now``, ``verified_by`` the person, and — given
+    ``evidence``, what the fragment rests on as it stands now — that evidence recorded as
+    current. Neither text nor metadata changed, so no version; audited, and signalled (open
+    nudges close, freshness follows)."""
     current = _locked(fragment)
     require(principal, "curate", current.scope)
     now = now or timezone.now()
-    before = {"verified_at": current.verified_at.isoformat() if current.verified_at else None}
+    before = {"verified_at": current.verified_at.isoformat() if current.verified_at else None,
+              "verified_by": current.verified_by.get_username() if current.verified_by_id
+              else None, "evidence_state": current.evidence_state}
     current.verified_at = now
-    current.save(update_fields=["verified_at"])
+    current.verified_by = principal_user(principal)
+    current.save(update_fields=["verified_at", "verified_by"])
+    if evidence is not None:
+        evidence_service.store(current, evidence)
     audit.record(principal, "fragment.verify", current, before=before,
-                 after={"verified_at": now.isoformat(), **(note or {})})
+                 after={"verified_at": now.isoformat(),
+                        "verified_by": current.verified_by.get_username()
+                        if current.verified_by_id else None,
+                        "evidence_state": current.evidence_state, **(note or {})})
     notify_changed([current.pk], ChangeKind.METADATA)
     return current
 
