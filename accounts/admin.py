@@ -7,6 +7,7 @@ from guardian.admin import GuardedModelAdmin as _GuardedModelAdmin
 from accounts.models import (
     ApiToken,
     ExternalIdentity,
+    Invitation,
     Membership,
     Organization,
     Persona,
@@ -14,6 +15,7 @@ from accounts.models import (
     Scope,
     Session,
     TokenScope,
+    VerifiedEmail,
 )
 
 
@@ -119,3 +121,23 @@ class ApiTokenAdmin(admin.ModelAdmin):
 
     def has_add_permission(self, request) -> bool:
         return False  # minted by create_token / the console, which show the secret once
+
+
+@admin.register(VerifiedEmail)
+class VerifiedEmailAdmin(admin.ModelAdmin):
+    """Addresses owners proved theirs (``accounts.emails``). Single sign-on links a first
+    sign-in to an existing account only through one. The operator adds one here ("how":
+    operator) after checking with the person — before their first sign-in, or after deleting
+    the identity a sign-in made on a new account, so that the next one links."""
+
+    list_display = ("user", "email", "how", "verified_at")
+    search_fields = ("user__username", "email")
+    raw_id_fields = ("user",)
+
+
+@admin.register(Invitation)
+class InvitationAdmin(admin.ModelAdmin):
+    list_display = ("identifier", "org", "user", "role", "state", "created_at", "answered_at")
+    list_filter = ("org", "state")
+    readonly_fields = ("public_id", "created_at", "answered_at")
+    raw_id_fields = ("user", "invited_by")

@@ -515,3 +515,69 @@ class ExternalIdentity(models.Model):
 
     def __str__(self) -> str:
         return f"{self.subject} at {self.issuer}"
+
+
+class VerifiedEmail(models.Model):
+    """An account's e-mail address as its owner proved it theirs (security issue 37).
+
+    An address typed by an administrator proves nothing about who reads that mailbox, so it
+    is not verified. It becomes verified when the person sets their password through the link
+    e-mailed to it (reading the mail proves the mailbox), when the identity provider states
+    ``email_verified`` for it at a sign-in, or when the operator records it in the admin
+    site. The verification holds for ``email`` only: an account whose address changes is
+    unverified again until the new one is proved (``accounts.emails.is_verified``).
+    Single sign-on links a first sign-in to an existing account only through such an address.
+
+    Not a tenant table: like the account itself, it spans the person's organizations.
+    """
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE,
+                                related_name="verified_email")
+    email = models.EmailField()
+    how = models.CharField(max_length=40, help_text="how the owner proved it: the e-mailed "
+                           "set-password link, the identity provider, the operator")
+    verified_at = models.DateTimeField(default=timezone.now)
+
+    def __str__(self) -> str:
+        return f"{self.email} ({self.how})"
+
+
+class InvitationState(models.TextChoices):
+    PENDING = "pending", "pending"
+    ACCEPTED = "accepted", "accepted"
+    DECLINED = "declined", "declined"
+    WITHDRAWN = "withdrawn", "withdrawn"
+
+
+class Invitation(PublicIdModel):
+    """An organization administrator's invitation of an existing account (security issue 37):
+    the account becomes a member only when its owner accepts it in the console.
+
+    ``identifier`` is what the administrator typed (a username or an e-mail address), the only
+    thing their pages show of it. ``user`` is the account it names — none when no account
+    matched, so that the administrator's answer and pages read the same either way.
+    """
+
+    PUBLIC_ID_PREFIX = "inv"
+    public_id = tenant_public_id(editable=False)
+    org = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="invitations")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, null=True,
+                             blank=True, related_name="invitations")
+    identifier = models.CharField(max_length=254)
+    role = models.CharField(max_length=16, choices=Role.choices, default=Role.VIEWER)
+    invited_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL,
+                                   null=True, blank=True, related_name="+")
+    state = models.CharField(max_length=12, choices=InvitationState.choices,
+                             default=InvitationState.PENDING)
+    created_at = models.DateTimeField(default=timezone.now)
+    answered_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+        constraints = [
+            models.UniqueConstraint(fields=["org", "public_id"], name="invitation_public_id"),
+        ]
+        indexes = [models.Index(fields=["user", "state"])]
+
+    def __str__(self) -> str:
+        return f"{self.identifier} to {self.org} as {self.role} ({self.state})"

@@ -42,6 +42,10 @@ TABLES: dict[str, tuple[str, str]] = {
     "accounts_externalidentity": (REFERENCE, "a person's identity at the single-sign-on "
                                   "provider: like auth_user, it spans every organization "
                                   "the person belongs to"),
+    "accounts_verifiedemail": (REFERENCE, "the address an account's owner proved theirs: "
+                               "like auth_user, it spans the person's organizations"),
+    "accounts_invitation": (TENANT, "an administrator's invitation of an existing account, "
+                            "which becomes a membership when its owner accepts"),
     # contexts
     "contexts_fragment": (TENANT, ""),
     "contexts_fragment_contexts": (TENANT, "a fragment's contexts (Fragment.contexts)"),

@@ -8,6 +8,10 @@ from contexts.console.views import members, personas, sessions
 urlpatterns: list = [
     path("o/<slug:slug>/members/", members.members, name="members"),
     path("o/<slug:slug>/members/add", members.member_add, name="member-add"),
+    path("o/<slug:slug>/members/invitations/<pid:invitation_id>/withdraw",
+         members.invitation_withdraw, name="invitation-withdraw"),
+    path("invitations/<pid:invitation_id>/answer", members.invitation_answer,
+         name="invitation-answer"),
     path("o/<slug:slug>/members/create", members.member_create, name="member-create"),
     path("o/<slug:slug>/members/<username:username>/role", members.member_role,
          name="member-role"),

@@ -2,10 +2,14 @@
 person is, which roles their groups give them, and what happens when the provider lets them go.
 
 **Who.** An account is found by the provider's issuer and subject (:class:`ExternalIdentity`),
-never by e-mail alone. A first sign-in whose e-mail matches an existing local account is linked
-to it only when the provider says the e-mail is verified; otherwise it is refused, so nobody
-takes over an account by typing someone else's address at a provider. Otherwise a new account
-is made from the standard claims (no password: it signs in through the provider only).
+never by e-mail alone. A first sign-in is linked to an existing local account only when the
+account's owner verified that address (``accounts.emails``: the e-mailed set-password link, an
+earlier provider's word, the operator) and the provider says the e-mail is verified too;
+an owner-verified match with an unverified claim is refused, so nobody takes over an account by
+typing someone else's address at a provider. An account whose address was only typed by an
+administrator is never linked (security issue 37): the sign-in makes a new account from the
+standard claims (no password: it signs in through the provider only), and an operator merges
+the two if they are one person's.
 
 **Roles.** The group mapping (``OIDC_GROUP_MAPPING``) is applied on every sign-in and every
 periodic check. Organization roles go to :attr:`Membership.mapped_role`, beside the role given
@@ -37,6 +41,7 @@ from django.utils import timezone
 from guardian.models import UserObjectPermission
 from guardian.shortcuts import assign_perm
 
+from accounts import emails
 from accounts.models import (
     ROLE_ACTIONS,
     ExternalIdentity,
@@ -100,6 +105,10 @@ def _sign_in(issuer: str, claims: dict, refresh_token: str | None) -> AbstractBa
         _failed(issuer, subject, email, "account deactivated by an administrator")
         raise SignInFailed("This account has been deactivated by an administrator.")
     _update_profile(user, email, claims)
+    if verified and email and not emails.is_verified(user) and not (user.is_staff
+                                                                     or user.is_superuser):
+        # The provider vouches for the address it sent: the person reads that mailbox.
+        emails.mark_verified(user, emails.BY_PROVIDER)
     now = timezone.now()
     identity.email, identity.email_verified, identity.groups = email, verified, groups
     identity.last_login_at = identity.checked_at = now
@@ -130,31 +139,38 @@ def _sign_in(issuer: str, claims: dict, refresh_token: str | None) -> AbstractBa
 def _account_for(issuer: str, subject: str, email: str, verified: bool, claims: dict,
                  groups: list[str]) -> AbstractBaseUser:
     """The local account a first sign-in is linked to, or a new one (only when a mapped group
-    gives it somewhere to be)."""
+    gives it somewhere to be).
+
+    Linked only to an account whose owner verified this address (``accounts.emails``): an
+    address an administrator typed into an account claims nothing, or any organization's
+    administrator could create an account with someone's address and receive that person's
+    roles at their first sign-in (security issue 37). Such accounts are passed over, and the
+    sign-in makes a new account; an operator merges the two if they are one person's."""
     users = get_user_model().objects
     if email:
-        matches = list(users.filter(email__iexact=email)[:2])
-        if matches:
+        matches = list(users.filter(email__iexact=email).order_by("pk")[:20])
+        if any(match.is_superuser or match.is_staff for match in matches):
+            # The operator's accounts stay local: a provider account must not become
+            # the superuser because an address matches.
+            _failed(issuer, subject, email, "e-mail matches a staff or superuser account")
+            raise SignInFailed("This e-mail address belongs to an operator account, "
+                               "which signs in with its password only.")
+        owned = [match for match in matches if emails.is_verified(match)]
+        if owned:
             if not verified:
                 _failed(issuer, subject, email, "unverified e-mail matches a local account")
                 raise SignInFailed("An account with this e-mail address already exists, and "
                                    "your identity provider has not verified the address, so "
                                    "it cannot be linked. Ask your administrator.")
-            if len(matches) > 1:
+            if len(owned) > 1:
                 _failed(issuer, subject, email, "several accounts have this e-mail")
                 raise SignInFailed("Several accounts have this e-mail address; ask your "
                                    "administrator to link yours.")
-            if matches[0].is_superuser or matches[0].is_staff:
-                # The operator's accounts stay local: a provider account must not become
-                # the superuser because an address matches.
-                _failed(issuer, subject, email, "e-mail matches a staff or superuser account")
-                raise SignInFailed("This e-mail address belongs to an operator account, "
-                                   "which signs in with its password only.")
-            if ExternalIdentity.objects.filter(user=matches[0], issuer=issuer).exists():
+            if ExternalIdentity.objects.filter(user=owned[0], issuer=issuer).exists():
                 _failed(issuer, subject, email, "account linked to another subject")
                 raise SignInFailed("This e-mail address belongs to an account linked to "
                                    "another identity at your provider.")
-            return matches[0]
+            return owned[0]
     if not any(_exists(grant) for grant in oidc.grants_for(groups)):
         _failed(issuer, subject, email, "in no mapped group")
         raise SignInFailed("Your account is not in any group that has access here. Ask your "

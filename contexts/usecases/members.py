@@ -1,6 +1,7 @@
 """Members of an organization and their roles, for its administrators (the console's Members
-page): add an existing account or create one, set a role for the organization or for one
-repository, deactivate and reactivate an account.
+page): create an account, set a role for the organization or for one repository, deactivate
+and reactivate an account. An existing account is invited, not added: its owner accepts
+(``contexts.usecases.invitations``).
 
 One rule decides what a role allows: ``accounts.models.ROLE_ACTIONS``. An organization role is
 a :class:`~accounts.models.Membership`; a repository role is the set of django-guardian object
@@ -14,8 +15,12 @@ tech leads at once (``contexts.governance.nudges.escalate``), and every later on
 to them. An organization administrator may deactivate only an account whose every organization
 they administer; the last active administrator cannot be removed, demoted or deactivated.
 
-A new account gets no password: the administrator is shown a set-password link once (it is
-also e-mailed to the person), which works once and expires after ``PASSWORD_RESET_TIMEOUT``.
+A new account gets no password: the administrator is shown a set-password link once, and
+another is e-mailed to the address they typed; either works once and expires after
+``PASSWORD_RESET_TIMEOUT``. The address is the administrator's word, not the person's: it is
+unverified (``accounts.emails``) until the person sets their password through the e-mailed
+link, whose signed proof the administrator's copy lacks. Single sign-on links to an account
+only through a verified address, so typing someone's address here claims nothing of theirs.
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ from django.utils.http import urlsafe_base64_encode
 from guardian.models import GroupObjectPermission, UserObjectPermission
 from guardian.shortcuts import assign_perm, get_perms, remove_perm
 
+from accounts import emails
 from accounts.models import (
     ROLE_ACTIONS,
     ApiToken,
@@ -68,13 +74,6 @@ ROLE_ORDER = (Role.VIEWER, Role.CURATOR, Role.TECH_LEAD, Role.ADMIN)
 # role's actions (what accounts.permissions.may asks).
 REPO_ACTIONS = ("view", "curate", "pin", "administer")
 NO_ROLE = ""
-
-
-@dataclasses.dataclass(frozen=True)
-class AddMember:
-    org: Organization
-    identifier: str  # a username, or the e-mail address of exactly one account
-    role: str = Role.VIEWER
 
 
 @dataclasses.dataclass(frozen=True)
@@ -223,42 +222,12 @@ def _role_of(held: set[str]) -> str:
     return best
 
 
-# --- adding people --------------------------------------------------------------------------
-def add_member(principal: Any, command: AddMember) -> Membership:
-    """Make an existing account a member (by username, or by an e-mail address only one
-    account has)."""
-    require_admin(principal, command.org)
-    role = _check_role(command.role)
-    identifier = command.identifier.strip()
-    if not identifier:
-        raise InvalidOperation("name a username or an e-mail address", field="identifier")
-    users = get_user_model().objects
-    user = users.filter(username=identifier).first()
-    if user is None and "@" in identifier:
-        matches = list(users.filter(email__iexact=identifier)[:2])
-        if len(matches) > 1:
-            raise InvalidOperation("several accounts have this e-mail address; use the "
-                                   "username", field="identifier")
-        user = matches[0] if matches else None
-    if user is None:
-        raise InvalidOperation("no account has this username or e-mail address; create "
-                               "the account instead", field="identifier")
-    if not user.is_active:
-        raise InvalidOperation("this account is deactivated", field="identifier")
-    with transaction.atomic():
-        membership, created = Membership.objects.get_or_create(
-            user=user, org=command.org, defaults={"role": role})
-        if not created:
-            raise InvalidOperation(f"{user.get_username()} is already a member",
-                                   field="identifier")
-        audit.record(principal, "member.add", user, org=command.org,
-                     after={"username": user.get_username(), "role": role})
-    return membership
-
-
+# --- new accounts ---------------------------------------------------------------------------
 def create_member(principal: Any, command: CreateMember) -> Created:
     """A new account (without a password) and its membership; the person sets a password
-    through the returned link (shown to the administrator once, and e-mailed)."""
+    through the returned link (shown to the administrator once), or through the e-mailed one,
+    which also verifies the address. The address may be one another account has: it is
+    unverified here, so it neither blocks nor takes that person's single sign-on."""
     require_admin(principal, command.org)
     role = _check_role(command.role)
     username, email = command.username.strip(), command.email.strip()
@@ -274,7 +243,8 @@ def create_member(principal: Any, command: CreateMember) -> Created:
         raise InvalidOperation("enter a valid e-mail address", field="email") from None
     users = get_user_model().objects
     if users.filter(username__iexact=username).exists():
-        raise InvalidOperation("this username is taken; add the existing account instead",
+        raise InvalidOperation("this username is taken; choose another, or invite the "
+                               "existing account",
                                field="username")
     with transaction.atomic():
         user = users.create_user(username=username, email=email, password=None)
@@ -283,6 +253,11 @@ def create_member(principal: Any, command: CreateMember) -> Created:
                      after={"username": username, "email": email, "role": role})
     path = set_password_path(user)
     return Created(membership, path, _email_link(user, command.org, path))
+
+
+# The e-mailed set-password link's query parameter: the signed proof that it went to the
+# account's address (accounts.emails.proof_for); the console's set-password view reads it.
+EMAIL_PROOF_PARAM = "proof"
 
 
 def set_password_path(user: AbstractBaseUser) -> str:
@@ -295,7 +270,8 @@ def _email_link(user: AbstractBaseUser, org: Organization, path: str) -> bool:
     try:
         send_mail(f"[Contexts] You were added to {org.name}",
                   f"Set your password to sign in to Contexts as {user.get_username()}:\n\n"
-                  f"{settings.BASE_URL}{path}\n\nThe link works once and expires in "
+                  f"{settings.BASE_URL}{path}?{EMAIL_PROOF_PARAM}={emails.proof_for(user)}"
+                  f"\n\nThe link works once and expires in "
                   f"{settings.PASSWORD_RESET_TIMEOUT // 86400} days.\n",
                   settings.DEFAULT_FROM_EMAIL, [user.email])
     except Exception:  # noqa: BLE001 - the administrator still has the link to pass on

@@ -1,4 +1,5 @@
-"""People and scopes in a real browser: an administrator invites a member as viewer, who cannot
+"""People and scopes in a real browser: an administrator invites a member as viewer, who accepts
+on their home page and cannot
 edit a fragment while a curator can — until a repository role makes them one; a persona is
 created and compared with another in the live preview; a session is closed. Screenshots:
 ``members.png``, ``personas.png``, ``sessions.png``."""
@@ -7,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 
+from accounts import emails
 from accounts.models import Membership, Persona, Role, Session
 from contexts.models import FragmentVersion
 from tests.api.conftest import world  # noqa: F401 - fixture
@@ -22,21 +24,30 @@ def _section(page, heading: str):
 
 def test_an_invited_viewer_cannot_edit_while_a_curator_can(cast, world, login,  # noqa: F811
                                                            screenshots):
-    UserFactory(username="newbie", email="newbie@example.com")
+    newbie = UserFactory(username="newbie", email="newbie@example.com")
+    emails.mark_verified(newbie, emails.BY_LINK)  # an invitation by e-mail needs it
     fid = world.repo_limiter.public_id
 
     admin = login("owner")
     admin.goto("/o/acme/")
     admin.get_by_role("link", name="Members").click()
-    add = _section(admin, "Add an existing account")
+    add = _section(admin, "Invite an existing account")
     add.get_by_label("Username or e-mail").fill("newbie@example.com")
     add.get_by_label("Role", exact=True).select_option(label="viewer")
-    add.get_by_role("button", name="Add member").click()
-    admin.get_by_text("newbie added as viewer.").wait_for()
+    add.get_by_role("button", name="Invite").click()
+    admin.get_by_text("if such an account exists").wait_for()
+    assert not Membership.objects.filter(user__username="newbie", org=cast.org).exists()
+
+    # The invited person accepts on their home page (security issue 37).
+    viewer = login("newbie")
+    viewer.goto("/")
+    viewer.get_by_role("button", name="Accept the invitation to Acme").click()
+    viewer.get_by_text("You joined Acme as viewer.").wait_for()
     assert Membership.objects.get(user__username="newbie", org=cast.org).role == Role.VIEWER
+    admin.reload()
+    admin.locator("#member-newbie").wait_for()
     admin.screenshot(path=screenshots / "members.png", full_page=True)
 
-    viewer = login("newbie")
     viewer.goto(f"/fragments/{fid}/")
     viewer.get_by_role("heading", name="Rate limiter").first.wait_for()
     assert viewer.get_by_role("link", name="Edit", exact=True).count() == 0

@@ -13,6 +13,7 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from django.utils import timezone
 
+from accounts import emails
 from accounts.models import Membership, Persona, Role, Session
 from accounts.permissions import may
 from contexts.governance import nudges
@@ -143,24 +144,44 @@ def test_the_member_list_shows_people_roles_and_repository_roles(cast):
     assert response["Cache-Control"] == "no-store"
 
 
+def _accept_on_home_page(person) -> None:
+    client = client_for(person)
+    page = client.get("/").content.decode()
+    invitation = re.search(r'action="(/invitations/[^"]+/answer)"', page)
+    assert invitation, "the invitation is on the person's home page"
+    assert client.post(invitation.group(1), {"answer": "accept"}).status_code == 302
+
+
 def test_invite_an_existing_user_by_username_or_email(cast, newbie):
     client = client_for(cast.owner)
-    response = client.post("/o/acme/members/add", {"identifier": "newbie", "role": "viewer"})
-    assert response.status_code == 302
-    membership = Membership.objects.get(user=newbie, org=cast.org)
-    assert membership.role == Role.VIEWER
-    assert may(newbie, "view", cast.repo.scope) and not may(newbie, "curate", cast.repo.scope)
-    event = AuditEvent.objects.get(action="member.add")
+    response = client.post("/o/acme/members/add", {"identifier": "newbie", "role": "viewer"},
+                           follow=True)
+    assert response.redirect_chain[0][1] == 302
+    assert "An invitation was sent to “newbie” if such an account exists" in \
+        response.content.decode()
+    # Not a member until they accept.
+    assert not Membership.objects.filter(user=newbie, org=cast.org).exists()
+    assert not may(newbie, "view", cast.repo.scope)
+    event = AuditEvent.objects.get(action="member.invite")
     assert (event.actor, event.org, event.after["role"]) == (cast.owner, cast.org, "viewer")
+    _accept_on_home_page(newbie)
+    membership = Membership.objects.get(user=newbie, org=cast.org)
+    assert membership.role == Role.VIEWER and membership.hand_role == Role.VIEWER
+    assert may(newbie, "view", cast.repo.scope) and not may(newbie, "curate", cast.repo.scope)
+    assert AuditEvent.objects.get(action="member.accept").actor == newbie
 
+    # By e-mail: only an address its owner verified reaches the account.
     other = UserFactory(username="other", email="Other@Example.com")
+    emails.mark_verified(other, emails.BY_LINK)
     client.post("/o/acme/members/add", {"identifier": "other@example.com", "role": "curator"})
+    _accept_on_home_page(other)
     assert Membership.objects.get(user=other, org=cast.org).role == Role.CURATOR
 
 
 @pytest.mark.parametrize("identifier, message", [
-    ("nobody-here", "no account has this username"),
     ("teammate", "already a member"),
+    ("teammate@example.com", "already a member"),
+    ("", "This field is required"),
 ])
 def test_an_invitation_that_cannot_be_made_says_why_on_the_field(cast, identifier, message):
     response = client_for(cast.owner).post("/o/acme/members/add",

@@ -30,6 +30,7 @@ from django.test import Client
 from guardian.shortcuts import assign_perm
 
 from accounts.models import Membership, Role
+from contexts.usecases import invitations
 from contexts.usecases import members as members_usecase
 from tests.console.conftest import HTMX, client_for, notes  # noqa: F401 - fixture
 from tests.domain.conftest import cast  # noqa: F401 - fixture
@@ -41,6 +42,12 @@ User = get_user_model()
 
 def _is_active(user) -> bool:
     return User.objects.get(pk=user.pk).is_active
+
+
+def _accept(person) -> None:
+    """The invited person accepts their pending invitation (security issue 37)."""
+    [invitation] = invitations.pending_for(person)
+    invitations.accept(person, invitation.public_id)
 
 
 # --- 1. NUL in a member URL ------------------------------------------------------------------
@@ -72,6 +79,7 @@ def test_an_admin_cannot_deactivate_a_guest_of_another_organization(cast, grant_
     client = client_for(cast.owner)  # acme's admin, a stranger to globex
     assert client.post("/o/acme/members/add", {"identifier": "guest",
                                                "role": "viewer"}).status_code == 302
+    _accept(guest)  # an invitation, until the guest accepts (security issue 37)
     response = client.post("/o/acme/members/guest/deactivate")
     assert response.status_code == 403
     assert _is_active(guest)
@@ -106,6 +114,7 @@ def test_an_admin_cannot_deactivate_a_staff_account_they_added(cast):
     client = client_for(cast.owner)
     assert client.post("/o/acme/members/add", {"identifier": "operator",
                                                "role": "viewer"}).status_code == 302
+    _accept(operator)
     assert client.post("/o/acme/members/operator/deactivate").status_code == 403
     assert _is_active(operator)
     root = User.objects.create_superuser("root", "root@example.com", "pw-for-tests-only")

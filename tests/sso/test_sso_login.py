@@ -17,6 +17,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.test import Client
 from django.utils import timezone
 
+from accounts import emails
 from accounts.models import ExternalIdentity, Membership, Organization, Role
 from accounts.permissions import SYSTEM, may
 from accounts.tokens import create_token
@@ -200,6 +201,7 @@ def test_a_mapping_change_never_removes_a_hand_granted_role(sso, acme):
 
 def test_an_unverified_email_does_not_take_over_a_local_account(sso, acme):
     local = UserFactory(username="bob", email="bob@acme.test")
+    emails.mark_verified(local, emails.BY_LINK)  # bob proved the address his (issue 37)
     Membership.objects.create(user=local, org=acme, role=Role.ADMIN)
     sso.person("bob-at-idp", email="bob@acme.test", verified=False, groups=("acme-leads",))
     client = Client()
@@ -458,6 +460,7 @@ def test_memberships_from_before_sso_become_hand_grants(sso, acme):
 
     migration = import_module("accounts.migrations.0007_hand_roles_of_existing_memberships")
     old = UserFactory(username="olga", email="olga@acme.test")
+    emails.mark_verified(old, emails.BY_OPERATOR)  # linked only through an owner's address
     Membership.objects.create(user=old, org=acme, role=Role.CURATOR)
     Membership.objects.filter(user=old).update(hand_role=None)  # as stored before 0006
     migration.forwards(apps, None)

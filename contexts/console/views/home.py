@@ -1,4 +1,5 @@
-"""Home, organization switcher and organization overview (the navigation tree with counts)."""
+"""Home (with the invitations waiting for the person's answer), organization switcher and
+organization overview (the navigation tree with counts)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from contexts.console.views.common import get_org, org_context
 from contexts.console.views.fragment_new import writable_scopes
 from contexts.ids import parse_slug
 from contexts.models import FragmentStatus
+from contexts.usecases import invitations
 
 
 @login_required
@@ -26,7 +28,8 @@ def home(request: HttpRequest) -> HttpResponse:
         org.fragment_count = counts.get(org.pk, 0)
     inbox = seen.nudges().filter(owner=request.user, state__in=OPEN_NUDGE_STATES).count()
     return render(request, "console/home.html", {
-        **org_context(request, None, "home"), "org_cards": orgs, "inbox_count": inbox})
+        **org_context(request, None, "home"), "org_cards": orgs, "inbox_count": inbox,
+        "invitations": invitations.pending_for(request.user)})
 
 
 @login_required

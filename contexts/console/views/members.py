@@ -1,6 +1,7 @@
-"""Members of an organization, for its administrators: add an existing account or create
-one (a set-password link shown once), set roles for the organization and per repository,
-deactivate and reactivate. The rules are the use case's (``contexts.usecases.members``)."""
+"""Members of an organization, for its administrators: invite an existing account (its owner
+accepts on their home page) or create one (a set-password link shown once), set roles for the
+organization and per repository, deactivate and reactivate. The rules are the use cases'
+(``contexts.usecases.members``, ``contexts.usecases.invitations``)."""
 
 from __future__ import annotations
 
@@ -11,11 +12,12 @@ from django.contrib import messages
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import redirect, render
 from django.urls import reverse_lazy
 from django.views.decorators.http import require_GET, require_POST
 
+from accounts import emails
 from accounts.models import Organization, Role
 from contexts.console.forms_people import (
     AddMemberForm,
@@ -26,8 +28,8 @@ from contexts.console.forms_people import (
 from contexts.console.querysets import visible
 from contexts.console.views.common import get_org, org_context
 from contexts.services.errors import InvalidOperation
+from contexts.usecases import invitations, sso
 from contexts.usecases import members as usecase
-from contexts.usecases import sso
 from contexts.usecases.errors import NotVisible, Refused
 
 
@@ -70,6 +72,7 @@ def _page(request: HttpRequest, org: Organization, *, status: int = 200,
         "created": forms.get("created"), "set_password_url": forms.get("set_password_url"),
         "error": forms.get("error"),
         "events": call(usecase.access_events, request.user, org),
+        "invitations": call(invitations.pending_of_org, request.user, org),
     }
     response = render(request, "console/members.html", context, status=status)
     response["Cache-Control"] = "no-store"  # a set-password link is shown once
@@ -90,19 +93,46 @@ def members(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required
 @require_POST
 def member_add(request: HttpRequest, slug: str) -> HttpResponse:
+    """Invite an existing account. The answer is the same whether an account matched or
+    not (``contexts.usecases.invitations``)."""
     org = _admin_org(request, slug)
     form = AddMemberForm(request.POST)
     if form.is_valid():
         try:
-            membership = call(usecase.add_member, request.user, usecase.AddMember(
+            invitation = call(invitations.invite, request.user, invitations.Invite(
                 org, form.cleaned_data["identifier"], form.cleaned_data["role"]))
         except InvalidOperation as exc:
             _refused(form, exc)
         else:
-            messages.success(request, f"{membership.user.get_username()} added as "
-                                      f"{membership.get_role_display()}.")
+            messages.success(request, invitations.SENT.format(identifier=invitation.identifier))
             return redirect("console:members", slug=org.slug)
     return _page(request, org, add_form=form, status=400)
+
+
+@login_required
+@require_POST
+def invitation_withdraw(request: HttpRequest, slug: str, invitation_id: str) -> HttpResponse:
+    org = _admin_org(request, slug)
+    invitation = call(invitations.withdraw, request.user, org, invitation_id)
+    messages.success(request, f"The invitation of “{invitation.identifier}” is withdrawn.")
+    return redirect("console:members", slug=org.slug)
+
+
+@login_required
+@require_POST
+def invitation_answer(request: HttpRequest, invitation_id: str) -> HttpResponse:
+    """The invited person accepts or declines (their home page lists the invitations)."""
+    answer = request.POST.get("answer")
+    if answer not in ("accept", "decline"):
+        return HttpResponseBadRequest("answer: accept or decline")
+    if answer == "accept":
+        membership = call(invitations.accept, request.user, invitation_id)
+        messages.success(request, f"You joined {membership.org.name} as "
+                                  f"{membership.get_role_display()}.")
+        return redirect("console:org", slug=membership.org.slug)
+    invitation = call(invitations.decline, request.user, invitation_id)
+    messages.success(request, f"You declined the invitation to {invitation.org.name}.")
+    return redirect("console:home")
 
 
 @login_required
@@ -199,10 +229,31 @@ def member_revoke_tokens(request: HttpRequest, slug: str, username: str) -> Http
 class SetPasswordView(auth_views.PasswordResetConfirmView):
     """A new member's set-password link (``contexts.usecases.members.set_password_path``):
     Django's reset confirmation — the token works once and expires after
-    ``PASSWORD_RESET_TIMEOUT``."""
+    ``PASSWORD_RESET_TIMEOUT``.
+
+    The copy e-mailed to the person carries a signed proof that it went to the account's
+    address (``accounts.emails``); setting the password through it records the address as
+    verified by its owner. The copy shown to the administrator has none, so an administrator
+    who uses it verifies nothing."""
 
     template_name = "console/password_set.html"
     success_url = reverse_lazy("console:password-set-done")
+    PROOF_SESSION_KEY = "_contexts_email_proof"
+
+    def dispatch(self, *args: Any, **kwargs: Any) -> HttpResponse:
+        if kwargs.get("token") != self.reset_url_token:
+            # The first visit (the link itself): Django moves the token into the session and
+            # redirects to a URL without it; the proof goes the same way, or is dropped.
+            proof = self.request.GET.get(usecase.EMAIL_PROOF_PARAM, "")
+            self.request.session[self.PROOF_SESSION_KEY] = proof[:1000]
+        return super().dispatch(*args, **kwargs)
+
+    def form_valid(self, form) -> HttpResponse:
+        proof = self.request.session.pop(self.PROOF_SESSION_KEY, "")
+        response = super().form_valid(form)
+        if emails.proof_holds(self.user, proof):
+            emails.mark_verified(self.user, emails.BY_LINK)
+        return response
 
 
 @require_GET
