@@ -23,7 +23,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import PurePosixPath
 
 import numpy as np
@@ -56,7 +56,7 @@ from contexts.models.secrets import SecretAction, SecretOrigin
 from contexts.services import evidence as evidence_service
 from contexts.services import fragments as fragment_service
 from contexts.services import secrets as secret_service
-from contexts.services.secret_scan import PLACEHOLDER_MARK, Finding
+from contexts.services.secret_scan import PLACEHOLDER_MARK, Finding, describe
 from contexts.tokens import count_tokens
 
 logger = logging.getLogger(__name__)
@@ -207,6 +207,7 @@ class Ingestor:
         self.by_hash: dict[str, int | uuid.UUID] = {}
         self._owners: dict[str, object | None] = {}
         self._policy_kinds: dict[str, str] = {}  # path → kind the source's policy gives it
+        self._name_findings: dict[str, list[Finding]] = {}  # path → secrets its name held
         self._generations = {ns: indexing.active_generation(ns) for ns in indexing.NAMESPACES}
 
     # -- driving -------------------------------------------------------------------------------
@@ -223,12 +224,50 @@ class Ingestor:
         with target_lock.one_run_per_target(
                 self.target.org.pk, self.target.repository.pk if self.target.repository else None,
                 on_wait=self._waited), self._provenance():
+            # Paths as they are stored: a secret in a name is replaced there too.
+            moved = {self._path(old): self._path(new) for old, new in (moved or {}).items()}
             if moved:
                 self._move(moved)
             self._remove(self._own_documents(self.target.origin)
-                         .filter(path__in=list(removed)))
+                         .filter(path__in=[self._path(p) for p in removed]))
             self._load_dedup_index()
-            return self._run(files)
+            return self._run(self._screened_names(files))
+
+    def _path(self, path: str) -> str:
+        """``path`` as documents hold it: each secret in it replaced by its placeholder
+        (deterministic, so a rerun finds the same document)."""
+        return secret_service.screen_path(path)[0]
+
+    def _screened_names(self, files: Iterable[SourceFile | Skipped]
+                        ) -> Iterator[SourceFile | Skipped]:
+        """The files with their paths screened before anything — a document's path, title,
+        headings, a citation, a warning, a log line — is derived from them (a folder or an
+        archive member named after a token). Under policy ``refuse`` a file whose path held a
+        secret is not read at all; two files whose paths redact alike, the second is not."""
+        taken: set[str] = set()
+        for item in files:
+            path, found = secret_service.screen_path(item.path)
+            if isinstance(item, Skipped):
+                yield Skipped(path, secret_service.screen_name(item.reason))
+                continue
+            if found and secret_service.policy() == secret_service.REFUSE:
+                with transaction.atomic():
+                    self._record(found, path)
+                yield Skipped(path, f"not stored: {describe(found)}")
+                continue
+            if found and path in taken:
+                yield Skipped(path, "another file's path reads the same once the secret in "
+                                    "it is redacted")
+                continue
+            taken.add(path)
+            if found:
+                self._name_findings[path] = found
+                item = replace(item, path=path)
+            # An uploaded file's or archive's own name (``upload:<name>``), stored as the
+            # document's origin.
+            if item.origin and self._path(item.origin) != item.origin:
+                item = replace(item, origin=self._path(item.origin))
+            yield item
 
     def _provenance(self):
         return (fragment_service.versions_record(commit=self.target.commit)
@@ -310,6 +349,7 @@ class Ingestor:
             # Secrets out first, on the file's own lines, so that no chunk, title, link or
             # vector ever holds one (contexts/services/secrets.py, ADR 0016).
             text, found = secret_service.screen_file(source.path, source.raw)
+            found = [*self._name_findings.get(source.path, ()), *found]
             doc = normalize(source.path, text)
             document = self._document(source.path)
             if document is not None and document.content_hash == document_hash(doc,
@@ -466,13 +506,13 @@ class Ingestor:
         self.stats.files_done += len(plans)
         self.on_progress(self.stats)
 
-    def _record_secrets(self, planned: Planned, document: SourceDocument) -> None:
-        """The file's findings by file and line, never the values: rows and audit events in
-        the group's transaction, the owner's nudge once it commits."""
+    def _record(self, findings: list[Finding], path: str,
+                document: SourceDocument | None = None) -> None:
+        """A file's findings by file and line, never the values: rows and audit events in
+        the caller's transaction, the owner's nudge once it commits."""
         job = self.target.job
         secret_service.record(
-            SYSTEM, planned.secrets, org=self.target.org, path=planned.doc.path, job=job,
-            document=document,
+            SYSTEM, findings, org=self.target.org, path=path, job=job, document=document,
             origin=(SecretOrigin.UPLOAD if job is not None and job.source_kind == "upload"
                     else SecretOrigin.INGESTION),
             action=(SecretAction.REFUSED if secret_service.policy() == secret_service.REFUSE
@@ -503,7 +543,7 @@ class Ingestor:
         doc = plan.planned.doc
         document = self._save_document(plan.planned)
         if plan.planned.secrets:
-            self._record_secrets(plan.planned, document)
+            self._record(plan.planned.secrets, doc.path, document)
         written = []
         for chunk_plan in plan.chunks:
             fragment = self._apply(document, doc, chunk_plan)

@@ -237,8 +237,8 @@ def _create_fragment(principal: Any, scope: Scope, *, body: str, title: str = ""
     if kind not in FragmentKind.values:
         raise InvalidOperation(f"unknown kind {kind!r}", field="kind")
     screened = secrets.screen_write(body=body, title=title, org_id=scope.org_id,
-                                    origin=SecretOrigin.WRITE)
-    body, title = screened.body, screened.title
+                                    origin=SecretOrigin.WRITE, heading_path=heading_path)
+    body, title, heading_path = screened.body, screened.title, screened.heading_path
     if screened.findings:
         token_count = 0  # counted again below, on the text stored
     fragment = Fragment(
@@ -318,8 +318,11 @@ def _edit_fragment(principal: Any, fragment: Fragment, *, based_on_version: int,
     origin = SecretOrigin.RESCAN if _rescanning.get() else SecretOrigin.EDIT
     # Before the conflict check, so that a conflict's answer carries no secret back either.
     screened = secrets.screen_write(body=body, title=title or "", org_id=current.org_id,
-                                    origin=origin, fragment=current)
+                                    origin=origin, fragment=current,
+                                    heading_path=metadata.get("heading_path"))
     body = screened.body
+    if screened.heading_path is not None:
+        metadata["heading_path"] = screened.heading_path
     title = title if title is None else screened.title
     if screened.findings:
         metadata.pop("token_count", None)  # counted again below, on the text stored

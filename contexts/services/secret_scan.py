@@ -13,6 +13,16 @@ singleton that ``transient_settings`` swaps in and out, which is not safe in a t
 worker. The plugin instances are built once and used read-only. Verification (a network call
 with the secret to its service) is never enabled: a scan sends nothing anywhere.
 
+Around the library, in this module only, two layers it does not have (issue 37, finding 5):
+
+* **hidden secrets** — each line that reads differently once normalised (NFKC, ``%XX``
+  decoded, zero-width and other invisible characters removed) is scanned again in that form,
+  and a secret found there is taken out of the original line as the whole span that
+  normalises to it (:func:`normalised`);
+* **secrets named in prose** — a random-looking value within a few words after words that
+  name a secret ("the secret access key is …", "password: …", "client secret …"), which no
+  library detector reads outside an assignment (:func:`_prose`).
+
 A :class:`Finding` holds the secret's value only in memory, to redact it: it never appears in
 its ``repr``, and :meth:`Finding.public` is what may be stored, logged or shown.
 """
@@ -21,6 +31,7 @@ from __future__ import annotations
 
 import re
 import threading
+import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -120,13 +131,17 @@ class Finding:
     kind: str
     line: int
     value: str = field(repr=False, compare=False)
+    # Where a line-0 finding was: "" a title (contexts.services.secrets.TITLE_LINE), "path" a
+    # file's path or an archive member's name.
+    place: str = field(default="", compare=False)
 
     def public(self) -> dict[str, Any]:
         return {"kind": self.kind, "line": self.line}
 
     def __str__(self) -> str:
-        # Line 0 is a title's (contexts.services.secrets.TITLE_LINE).
-        return f"{self.kind} {'in the title' if self.line == 0 else f'on line {self.line}'}"
+        if self.line == 0:
+            return f"{self.kind} in the {self.place or 'title'}"
+        return f"{self.kind} on line {self.line}"
 
 
 _lock = threading.Lock()
@@ -194,7 +209,31 @@ def _whole_tokens(line: str, value: str) -> list[str]:
 
 def scan(text: str, *, filename: str = "") -> list[Finding]:
     """The secrets in ``text``, one finding per (line, value): a typed detector's over a
-    guess. ``filename`` lets the keyword detector read the file type's assignment syntax."""
+    guess. ``filename`` lets the keyword detector read the file type's assignment syntax.
+
+    The library's detectors, then secrets named in prose, then both again on every line that
+    reads differently once normalised; a finding inside a wider one of its line is dropped
+    (the wider span is what gets redacted)."""
+    found = _library_scan(text, filename=filename)
+    found = _merged(found, _prose(text))
+    found = _merged(found, _hidden(text, filename=filename))
+    return sorted(found, key=lambda f: (f.line, f.kind))
+
+
+def _merged(known: list[Finding], new: Iterable[Finding]) -> list[Finding]:
+    """``known`` and ``new``, a finding of one line dropped where another of that line holds
+    its value (the wider span wins; at equal spans the first, a library's typed finding)."""
+    kept = list(known)
+    for finding in new:
+        if any(k.line == finding.line and finding.value in k.value for k in kept):
+            continue
+        kept = [k for k in kept if not (k.line == finding.line and k.value in finding.value)]
+        kept.append(finding)
+    return kept
+
+
+def _library_scan(text: str, *, filename: str = "") -> list[Finding]:
+    """detect-secrets' plugins (and ours) over ``text`` as it is, line by line."""
     found: dict[tuple[int, str], Finding] = {}
     detectors = plugins()
     for number, line in enumerate(text.split("\n"), start=1):
@@ -222,6 +261,164 @@ def scan(text: str, *, filename: str = "") -> list[Finding]:
     kept = [f for f in found.values() if f.kind not in HEURISTIC or not any(
         t.line == f.line and (t.value in f.value or f.value in t.value) for t in typed)]
     return sorted(kept, key=lambda f: (f.line, f.kind))
+
+
+# --- hidden secrets: normalised before scanning ----------------------------------------------
+# Characters that render as nothing (zero-width space/joiners, direction marks and embeddings,
+# word joiner and invisible operators, the byte order mark, the soft hyphen, the combining
+# grapheme joiner, the Mongolian vowel separator): a token broken by one reads whole to anyone
+# who copies it, and to no detector.
+_INVISIBLE = re.compile(
+    "[\u00ad\u034f\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]")
+_PERCENT_RUN = re.compile(r"(?:%[0-9A-Fa-f]{2})+")
+# Anything normalisation could change: a line without one of these is scanned once only.
+_MAY_HIDE = re.compile(r"%[0-9A-Fa-f]{2}|[^\x00-\x7f]")
+NORMALISE_ROUNDS = 3  # ``%2525…`` decodes one level per round; three is past any real use
+
+# A character of a normalised line, and the span of the original line it came from.
+Spans = list[tuple[int, int]]
+
+
+def _fold(text: str) -> list[tuple[str, int, int]]:
+    """Invisible characters removed, every other one NFKC-normalised (per character, so each
+    result keeps the index it came from): fullwidth ``ｇｈｐ＿`` reads ``ghp_``."""
+    pieces = []
+    for index, char in enumerate(text):
+        if _INVISIBLE.match(char):
+            continue
+        folded = unicodedata.normalize("NFKC", char) if ord(char) > 0x7F else char
+        pieces.extend((c, index, index + 1) for c in folded)
+    return pieces
+
+
+def _utf8_length(lead: int) -> int:
+    return 1 if lead < 0xC0 else 2 if lead < 0xE0 else 3 if lead < 0xF0 else 4
+
+
+def _percent_decoded(text: str) -> list[tuple[str, int, int]]:
+    """``%XX`` runs decoded as UTF-8, each character mapped to the triples it came from.
+    What is not valid UTF-8, or decodes to a control character (a line break would move the
+    lines), stays as written."""
+    pieces: list[tuple[str, int, int]] = []
+    position = 0
+    for match in _PERCENT_RUN.finditer(text):
+        pieces.extend((c, i, i + 1) for i, c in enumerate(text[position:match.start()],
+                                                           start=position))
+        start = match.start()
+        data = bytes.fromhex(match.group(0).replace("%", ""))
+        at = 0
+        while at < len(data):
+            size = _utf8_length(data[at])
+            try:
+                char = data[at:at + size].decode("utf-8") if at + size <= len(data) else ""
+            except UnicodeDecodeError:
+                char = ""
+            if len(char) == 1 and unicodedata.category(char) != "Cc":
+                pieces.append((char, start + 3 * at, start + 3 * (at + size)))
+                at += size
+            else:
+                first = start + 3 * at
+                pieces.extend((c, first + k, first + k + 1)
+                              for k, c in enumerate(text[first:first + 3]))
+                at += 1
+        position = match.end()
+    pieces.extend((c, i, i + 1) for i, c in enumerate(text[position:], start=position))
+    return pieces
+
+
+def normalised(line: str) -> tuple[str, Spans]:
+    """``line`` as a reader (or an agent) reassembles it — invisible characters gone, NFKC,
+    ``%XX`` decoded, repeatedly — and for each of its characters the span of ``line`` it came
+    from. No line break is ever added or removed."""
+    text, spans = line, [(i, i + 1) for i in range(len(line))]
+    for _ in range(NORMALISE_ROUNDS):
+        before = text
+        for step in (_fold, _percent_decoded):
+            pieces = step(text)
+            spans = [(spans[start][0], spans[end - 1][1]) for _, start, end in pieces]
+            text = "".join(c for c, _, _ in pieces)
+        if text == before:
+            break
+    return text, spans
+
+
+def _hidden(text: str, *, filename: str = "") -> list[Finding]:
+    """Secrets only the normalised form of a line shows, as the spans of the original line
+    that normalise to them (the whole span goes, whatever hid the secret inside it)."""
+    found: list[Finding] = []
+    for number, line in enumerate(text.split("\n"), start=1):
+        if _MAY_HIDE.search(line) is None:
+            continue
+        clear, spans = normalised(line)
+        if clear == line:
+            continue
+        for finding in [*_library_scan(clear, filename=filename), *_prose(clear)]:
+            start = clear.find(finding.value)
+            while start >= 0:
+                end = start + len(finding.value)
+                first, last = spans[start][0], spans[end - 1][1]
+                # Invisible characters around it go with it (they are part of the hiding).
+                while first > 0 and _INVISIBLE.match(line[first - 1]):
+                    first -= 1
+                while last < len(line) and _INVISIBLE.match(line[last]):
+                    last += 1
+                original = line[first:last]
+                found.append(Finding(finding.kind, number, original))
+                start = clear.find(finding.value, end)
+    return found
+
+
+# --- secrets named in prose ------------------------------------------------------------------
+PROSE_SECRET = "Secret Named in Prose"
+# Words that name a secret; what follows them within PROSE_WINDOW_WORDS words is a candidate.
+# Free-standing words: "set-password/…" in a URL or ``reset_token`` in code names a route or
+# a variable, not a secret whose value follows.
+_SECRET_WORDS = re.compile(
+    r"(?<![A-Za-z0-9_/-])(?:secret[\s_-]+access[\s_-]+key|access[\s_-]+key|client[\s_-]+secret"
+    r"|private[\s_-]+key|secret[\s_-]+key|api[\s_-]?key|(?:access|auth|bearer|refresh)"
+    r"[\s_-]+token|secret|password|passphrase|passwd|token|credentials?)s?(?![A-Za-z0-9_/-])",
+    re.IGNORECASE)
+PROSE_WINDOW_WORDS = 6
+PROSE_WINDOW_CHARS = 240
+MIN_PROSE_LENGTH = 20
+MIN_PROSE_ENTROPY = 3.3
+_PROSE_VALUE = re.compile(rf"[A-Za-z0-9+/=_-]{{{MIN_PROSE_LENGTH},}}")
+_WRAPPING = "\"'`()[]{}<>,;:!?*.\u00ab\u00bb\u201c\u201d\u2018\u2019"
+# A letter next to a digit: identifiers and version names have one or two, a random value
+# of twenty characters or more many.
+_LETTER_DIGIT = re.compile(r"(?<=[A-Za-z])(?=[0-9])|(?<=[0-9])(?=[A-Za-z])")
+MIN_LETTER_DIGIT_CHANGES = 3
+
+
+def _prose_random(word: str) -> bool:
+    """A value that looks generated: long, of a key's alphabet, letters and digits mixed all
+    along, high entropy; not a UUID, not a sequence, not one of our placeholders."""
+    return (_PROSE_VALUE.fullmatch(word) is not None and "REDACTED" not in word
+            and sum(c.isdigit() for c in word) >= 2
+            and len(_LETTER_DIGIT.findall(word)) >= MIN_LETTER_DIGIT_CHANGES
+            and _ENTROPY.calculate_shannon_entropy(word) >= MIN_PROSE_ENTROPY
+            and not heuristic.is_potential_uuid(word)
+            and not heuristic.is_sequential_string(word))
+
+
+def _prose(text: str) -> list[Finding]:
+    """Random-looking values within a few words after words naming a secret ("the secret
+    access key is …", "password for staging: …"), on the same line — or the next, where a
+    sentence wraps there (its line ends in a word, not code's quote or comma)."""
+    found: list[Finding] = []
+    for named in _SECRET_WORDS.finditer(text):
+        offset = named.end()
+        window, _, rest = text[offset:offset + PROSE_WINDOW_CHARS].partition("\n")
+        if window[-1:].isalpha() and rest.strip() and not rest.startswith("\n"):
+            window += "\n" + rest.split("\n", 1)[0]
+        for count, word in enumerate(re.finditer(r"\S+", window)):
+            if count >= PROSE_WINDOW_WORDS:
+                break
+            value = word.group(0).strip(_WRAPPING).lstrip("=")  # ``key=…`` written tight
+            if _prose_random(value):
+                at = offset + word.start() + word.group(0).find(value)
+                found.append(Finding(PROSE_SECRET, text.count("\n", 0, at) + 1, value))
+    return found
 
 
 def placeholder(kind: str) -> str:

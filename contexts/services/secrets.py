@@ -8,7 +8,9 @@ Two callers, one rule:
 * ingestion screens each file before it is normalized and chunked — :func:`screen_file` — so
   that a finding carries the file's own line number, a private key is cut out as a whole
   block before a chunk boundary could split it, and no derived field (title, links, front
-  matter, the vectors) ever sees the secret. Its chunks then pass the door clean.
+  matter, the vectors) ever sees the secret. Its chunks then pass the door clean. A file's
+  *path* (a folder or an archive member named after a token) is screened too —
+  :func:`screen_path` — before it becomes a document's path, a title or a citation.
 
 What a finding becomes is ``settings.SECRET_POLICY``: ``redact`` (default) stores the text with
 each secret replaced by a typed placeholder (``[REDACTED:AWS Access Key]``); ``refuse`` stores
@@ -37,7 +39,8 @@ from contexts.services.errors import InvalidOperation
 from contexts.services.secret_scan import Finding, describe, redact, scan
 
 REDACT, REFUSE = "redact", "refuse"
-TITLE_LINE = 0  # a finding in a title is recorded on line 0
+TITLE_LINE = 0  # a finding in a title (or a heading, or a path) is recorded on line 0
+PATH = "path"
 
 # Sent after commit with the ids of new SecretFinding rows; governance nudges the owners
 # (receiver connected in ContextsConfig.ready(): services do not import governance).
@@ -74,21 +77,50 @@ class Screened:
     body: str
     title: str
     findings: list[Finding] = field(default_factory=list)
+    heading_path: list[str] | None = None
 
 
 def screen_write(*, body: str, title: str, org_id: int, origin: str,
-                 fragment: Any = None) -> Screened:
+                 fragment: Any = None, heading_path: list[str] | None = None) -> Screened:
     """The door's screen: the texts to store, redacted; raises :class:`SecretRefused` under
-    policy ``refuse``. Line numbers are the body's; a title's findings are on line 0."""
+    policy ``refuse``. Line numbers are the body's; a title's and the headings' findings are
+    on line 0."""
     body_findings = scan(body)
     title_findings = scan(title) if title else []
-    if not body_findings and not title_findings:
-        return Screened(body, title)
-    findings = [*(Finding(f.kind, TITLE_LINE, f.value) for f in title_findings),
+    heading_findings = [scan(heading) for heading in heading_path or ()]
+    if not body_findings and not title_findings and not any(heading_findings):
+        return Screened(body, title, heading_path=heading_path)
+    findings = [*(Finding(f.kind, TITLE_LINE, f.value)
+                  for f in [*title_findings, *(f for h in heading_findings for f in h)]),
                 *body_findings]
     if policy() == REFUSE:
         raise SecretRefused(findings, org_id=org_id, origin=origin, fragment=fragment)
-    return Screened(redact(body, body_findings), redact(title, title_findings), findings)
+    headings = (None if heading_path is None else
+                [redact(h, found) for h, found in zip(heading_path, heading_findings,
+                                                      strict=True)])
+    return Screened(redact(body, body_findings), redact(title, title_findings), findings,
+                    headings)
+
+
+def screen_path(path: str) -> tuple[str, list[Finding]]:
+    """A file's path with each secret in it replaced by its placeholder, segment by segment
+    (``ghp_…/notes.md`` → ``[REDACTED:GitHub Token]/notes.md``), and the findings (line 0,
+    place ``path``). Deterministic, so a re-ingested file maps onto the same document."""
+    whole = scan(path)
+    path = redact(path, whole)  # a value spanning segments (a webhook URL as folders)
+    findings = list(whole)
+    segments = []
+    for segment in path.split("/"):
+        found = scan(segment)
+        findings.extend(found)
+        segments.append(redact(segment, found))
+    return "/".join(segments), [Finding(f.kind, TITLE_LINE, f.value, PATH) for f in findings]
+
+
+def screen_name(text: str) -> str:
+    """A short text naming a file (a skipped file's reason, which may quote an archive
+    member's name), its secrets replaced; nothing recorded: the path it goes with is."""
+    return redact(text, scan(text)) if text else text
 
 
 def screen_file(path: str, raw: bytes | str) -> tuple[str | bytes, list[Finding]]:
