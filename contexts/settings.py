@@ -441,6 +441,11 @@ JOB_HEARTBEAT_SECONDS = float(env_str("CONTEXTS_JOB_HEARTBEAT_SECONDS", "10"))
 JOB_LEASE_SECONDS = env_int("CONTEXTS_JOB_LEASE_SECONDS", 60)
 JOB_QUEUED_LEASE_SECONDS = env_int("CONTEXTS_JOB_QUEUED_LEASE_SECONDS", 600)
 JOB_MAX_ATTEMPTS = env_int("CONTEXTS_JOB_MAX_ATTEMPTS", 3)
+# How long, in all, a running ingestion job waits out transient database errors (PostgreSQL
+# restarted, the connection lost) before it fails: it closes the broken connection, retries
+# with a doubling pause (0.5 s up to 10 s) and resumes where it stopped (contexts/services/
+# db_retry.py; docs/operations.md, "PostgreSQL restarted or unreachable").
+JOB_DATABASE_RETRY_SECONDS = float(env_str("CONTEXTS_JOB_DATABASE_RETRY_SECONDS", "120"))
 CELERY_BEAT_SCHEDULE = {
     "jobs-reap-stale": {"task": "contexts.tasks.reap_stale_jobs",
                         "schedule": float(env_int("CONTEXTS_JOB_REAP_SECONDS", 30))},

@@ -35,10 +35,16 @@ class JobSerializer(serializers.ModelSerializer):
     org = serializers.CharField(source="org.slug")
     scope = serializers.CharField(source="scope.public_id")
     progress = serializers.FloatField()
+    error_kind = serializers.ChoiceField(
+        choices=["", "transient", "permanent"], read_only=True,
+        help_text="a failed job's cause: 'transient' (the database stayed unavailable past "
+                  "the retry budget; run it again), 'permanent' (its errors say what); "
+                  "'' unless failed")
 
     class Meta:
         model = IngestionJob
-        fields = ["id", "org", "scope", "source_kind", "include_untracked", "state", "progress",
+        fields = ["id", "org", "scope", "source_kind", "include_untracked", "state",
+                  "error_kind", "progress",
                   "files_total", "files_done", "fragments_created", "fragments_updated",
                   "fragments_unchanged", "fragments_retired", "duplicates_collapsed", "errors",
                   "skipped", "warnings", "attempts", "created_at", "started_at", "finished_at"]

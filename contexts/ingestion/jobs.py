@@ -10,7 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from django.conf import settings
-from django.db import connection
+from django.db import DatabaseError, connection
 from django.utils import timezone
 
 from accounts.models import Repository
@@ -22,7 +22,7 @@ from contexts.ingestion.pipeline import Ingestor, Stats, Target
 from contexts.ingestion.policy import PolicyError
 from contexts.ingestion.sources import Skipped, SourceFile, walk
 from contexts.models import IngestionJob, JobState
-from contexts.services import job_leases, uploads
+from contexts.services import db_retry, job_leases, uploads
 from contexts.services.job_leases import JOB_LOCK_SPACE
 
 logger = logging.getLogger(__name__)
@@ -55,7 +55,34 @@ def run_job(job_id: int) -> IngestionJob | None:
     A session-level advisory lock makes one run at a time: a redelivered message for a job
     that is still running elsewhere returns at once; if that worker dies, its connection —
     and the lock — go with it, and the redelivery takes over.
+
+    A transient database error (PostgreSQL restarted, the connection lost: ``db_retry``)
+    does not fail the job: the broken connection is closed, the database waited for with a
+    growing pause, and the job runs again from the start under a new lock — the files it
+    already ingested cost a hash comparison each (ADR 0004), so it resumes where it stopped.
+    The waiting is bounded by ``JOB_DATABASE_RETRY_SECONDS``; past it the job fails, saying
+    so. Any other error fails the job as permanent.
     """
+    backoff = db_retry.Backoff(settings.JOB_DATABASE_RETRY_SECONDS)
+    while True:
+        try:
+            job = _run_job_once(job_id, resumed=bool(backoff.errors))
+        except Exception as exc:
+            if not db_retry.is_transient(exc):
+                raise
+            backoff.errors.append(db_retry.describe(exc))
+            logger.warning("ingestion job %s: transient database error (%s); retrying",
+                           job_id, backoff.errors[-1])
+            if db_retry.wait_for_database(backoff):
+                continue
+            _gave_up(job_id, backoff)
+            raise
+        if backoff.errors and job is not None and job.state == JobState.DONE:
+            _note_resumed(job, backoff)
+        return job
+
+
+def _run_job_once(job_id: int, *, resumed: bool) -> IngestionJob | None:
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_try_advisory_lock(%s, %s)", [JOB_LOCK_SPACE, job_id])
         if not cursor.fetchone()[0]:
@@ -66,20 +93,60 @@ def run_job(job_id: int) -> IngestionJob | None:
             return IngestionJob.objects.filter(pk=job_id).first()
         # The lease: job_leases.reap_stale_jobs re-queues a RUNNING job whose heartbeat stops.
         with job_leases.heartbeat(job_id):
-            return _run_job_locked(job_id)
+            return _run_job_locked(job_id, resumed=resumed)
     finally:
+        _unlock_job(job_id)
+
+
+def _unlock_job(job_id: int) -> None:
+    try:
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_advisory_unlock(%s, %s)", [JOB_LOCK_SPACE, job_id])
+    except DatabaseError:
+        # The connection died under the run, and the lock with it: nothing to release, and
+        # the run's own error (not this one) is what the caller must see.
+        db_retry.drop_connection()
 
 
-def _run_job_locked(job_id: int) -> IngestionJob | None:
+def _note_resumed(job: IngestionJob, backoff: db_retry.Backoff) -> None:
+    """Say on the job that it met transient database errors and resumed: a warning, since
+    every file was ingested."""
+    note = {"path": "", "kind": "transient", "reason": (
+        f"retried {len(backoff.errors)} time(s) after transient database errors "
+        f"({backoff.errors[-1]}), waiting {backoff.waited:.1f} s in all; resumed where it "
+        "stopped — files ingested before the interruption count as unchanged")}
+    IngestionJob.objects.filter(pk=job.pk).update(warnings=[*job.warnings, note])
+    job.warnings = [*job.warnings, note]
+
+
+def _gave_up(job_id: int, backoff: db_retry.Backoff) -> None:
+    """The database stayed away longer than the retry budget: fail the job saying so, if the
+    database takes the write; if not, the lease reaper finds the job once it is back."""
+    reason = (f"transient: the database stayed unavailable; gave up after {len(backoff.errors)}"
+              f" interruption(s) and {backoff.waited:.0f} s of retries "
+              f"(JOB_DATABASE_RETRY_SECONDS): {backoff.errors[-1]}. Run the job again once "
+              "PostgreSQL is back — files already ingested are skipped")
+    logger.error("ingestion job %s failed: %s", job_id, reason)
+    try:
+        job = IngestionJob.objects.filter(pk=job_id).first()
+        if job is not None and job.state in (JobState.QUEUED, JobState.RUNNING):
+            IngestionJob.objects.filter(pk=job_id).update(
+                state=JobState.FAILED, finished_at=timezone.now(),
+                errors=[*job.errors, {"path": "", "kind": "transient", "reason": reason}])
+    except DatabaseError as exc:
+        logger.error("ingestion job %s: could not record the failure: %s", job_id, exc)
+        db_retry.drop_connection()
+
+
+def _run_job_locked(job_id: int, *, resumed: bool = False) -> IngestionJob | None:
     claimed = IngestionJob.objects.filter(
         pk=job_id, state__in=[JobState.QUEUED, JobState.RUNNING]
     ).update(state=JobState.RUNNING, started_at=timezone.now())
     job = IngestionJob.objects.filter(pk=job_id).first()
     if job is None or not claimed:
         return job  # gone, or already finished by an earlier delivery
-    IngestionJob.objects.filter(pk=job_id).update(attempts=job.attempts + 1)
+    if not resumed:  # resuming after a database outage is the same attempt, not a new one
+        IngestionJob.objects.filter(pk=job_id).update(attempts=job.attempts + 1)
     last_update = last_log = time.monotonic()
 
     def progress(stats: Stats, force: bool = False) -> None:
@@ -117,12 +184,14 @@ def _run_job_locked(job_id: int) -> IngestionJob | None:
         job.refresh_from_db()
         return job
     except Exception as exc:
+        if db_retry.is_transient(exc):
+            raise  # not a failure of the job: run_job waits for the database and resumes
         logger.exception("ingestion job %s failed", job.public_id)
         # The job's server path is for superusers' eyes; the reason must not carry it either.
-        reason = f"{type(exc).__name__}: {exc}".replace(job.source, "<source>")
+        reason = f"permanent: {type(exc).__name__}: {exc}".replace(job.source, "<source>")
         IngestionJob.objects.filter(pk=job_id).update(
             state=JobState.FAILED, finished_at=timezone.now(),
-            errors=[*job.errors, {"path": "", "reason": reason}])
+            errors=[*job.errors, {"path": "", "kind": "permanent", "reason": reason}])
         _finished(job)
         raise
     IngestionJob.objects.filter(pk=job_id).update(

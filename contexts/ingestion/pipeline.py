@@ -53,6 +53,7 @@ from contexts.models import (
 from contexts.models.fragments import LinkKind
 from contexts.models.jobs import IngestionJob
 from contexts.models.secrets import SecretAction, SecretOrigin
+from contexts.services import db_retry
 from contexts.services import evidence as evidence_service
 from contexts.services import fragments as fragment_service
 from contexts.services import secrets as secret_service
@@ -369,6 +370,8 @@ class Ingestor:
             else:
                 chunks = chunk(doc)
         except Exception as exc:  # noqa: BLE001 - one bad file never fails the job
+            if db_retry.is_transient(exc):
+                raise  # the database, not the file: the job waits for it and resumes
             logger.exception("could not chunk %s", source.path)
             self._fail(source.path, f"{type(exc).__name__}: {exc}")
             return None
@@ -493,6 +496,10 @@ class Ingestor:
                             generation, [key for _, c in pairs for key in c.passage_keys()],
                             np.concatenate(vectors))
         except Exception as exc:  # noqa: BLE001 - retry one file at a time to isolate it
+            if db_retry.is_transient(exc):
+                # The database went away, not a bad file: none of these files is written
+                # (the transaction rolled back), and no file is to blame for it.
+                raise
             if len(plans) == 1:
                 path = plans[0].planned.source.path
                 logger.exception("could not ingest %s", path)

@@ -76,6 +76,17 @@ class IngestionJob(PublicIdModel):
         return f"{self.public_id} {self.source} ({self.state})"
 
     @property
+    def error_kind(self) -> str:
+        """Why a failed job failed: ``transient`` when the database stayed unavailable past
+        the retry budget (``JOB_DATABASE_RETRY_SECONDS``: run it again once PostgreSQL is
+        back), ``permanent`` for anything else (its error says what); ``""`` unless failed.
+        Shorter outages do not fail a job: it resumes, and a warning says so."""
+        if self.state != JobState.FAILED:
+            return ""
+        own = [e for e in self.errors if isinstance(e, dict) and not e.get("path")]
+        return "transient" if own and own[-1].get("kind") == "transient" else "permanent"
+
+    @property
     def progress(self) -> float:
         if self.state == JobState.DONE:
             return 1.0
