@@ -47,6 +47,7 @@ from contexts.models import (
 )
 from contexts.services.secret_scan import normalised, redact, scan
 from contexts.usecases.ingestion import SubmitSource, create_job, submit
+from tests.domain.conftest import cast  # noqa: F401 - fixture
 from tests.ingestion.conftest import ingest_target, write_tree  # noqa: F401 - fixtures
 
 ALNUM = string.ascii_letters + string.digits
@@ -290,3 +291,17 @@ def test_a_hidden_token_goes_whole_and_nothing_else_does(hide):
     assert [f.kind for f in found] == ["GitHub Token"]
     assert redact(line, found) == ("The release bot signs in with [REDACTED:GitHub Token] "
                                    "before tagging.")
+
+
+@pytest.mark.django_db
+def test_headings_given_to_a_write_are_screened_at_the_door(cast):
+    from contexts.services.fragments import create_fragment, edit_fragment
+
+    token = Leaks.make(7).folder_token
+    fragment = create_fragment(SYSTEM, cast.repo.scope, body="Deploy on weekdays.",
+                               title="Deploys", heading_path=["Runbooks", f"CI {token}"])
+    assert fragment.heading_path == ["Runbooks", "CI [REDACTED:GitHub Token]"]
+    edited = edit_fragment(SYSTEM, fragment, based_on_version=fragment.version,
+                           body="Deploy on weekdays only.", heading_path=[f"Bot {token}"])
+    assert edited.heading_path == ["Bot [REDACTED:GitHub Token]"]
+    assert holds(stored_text(), Leaks.make(7)) == []
