@@ -43,6 +43,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from accounts.permissions import SYSTEM
 from contexts.ingestion import policy, target_lock
 from contexts.ingestion.git_mirror import GitError, Mirror, TreeFile
 from contexts.ingestion.pipeline import Ingestor, Stats, Target
@@ -56,6 +57,7 @@ from contexts.ingestion.sources import (
     ingestible,
 )
 from contexts.models import Fragment, FragmentStatus, Source, SourceDocument, SourceState
+from contexts.services import audit
 
 logger = logging.getLogger(__name__)
 # UUID5 namespace of sync task ids: one id per source and due time (``task_id``).
@@ -64,6 +66,10 @@ LOG_EVERY_SECONDS = 30.0
 SYMLINK_MODE = "120000"
 SYMLINK = "excluded: symbolic link (a git source reads files, not links)"
 MAX_ERRORS_SHOWN = 5
+# A sync's record lists at most this many paths and fragments of each kind (its counts are
+# exact): a first sync of a large repository creates thousands.
+MAX_LISTED = 1000
+SYNC_RECORDED = "source.synced"  # the audit event of what one sync did (docs/sources.md)
 
 
 @dataclass
@@ -85,6 +91,12 @@ class SyncResult:
     fragments: int = 0
     skipped: int = 0
     errors: list[dict] = field(default_factory=list)
+    merged: int = 0          # fragments a person edited, merged with the file's change
+    conflicted: int = 0      # ... whose change overlapped: the person's text kept, nudged
+    # Which paths and fragments (ids) each counter counts: the sync's record lists them
+    # (``record``); not in the source row's summary.
+    paths: dict[str, list] = field(default_factory=dict)
+    fragment_ids: dict[str, list[int]] = field(default_factory=dict)
     error: str = ""          # set when the sync failed: the source's last_error
     seconds: float = 0.0
     embedded: int = 0        # texts the model encoded (vectors reused from the cache: none)
@@ -102,7 +114,9 @@ class SyncResult:
                 f"{self.fragments_changed} fragments changed")
 
     def summary(self) -> dict:
-        return {**asdict(self), "errors": self.errors[:MAX_ERRORS_SHOWN],
+        summary = asdict(self)
+        del summary["paths"], summary["fragment_ids"]
+        return {**summary, "errors": self.errors[:MAX_ERRORS_SHOWN],
                 "fragments_changed": self.fragments_changed}
 
 
@@ -214,6 +228,7 @@ class _Sync:
         self._count(stats, before, self._hashes(documents, None if relevant is None
                                                 else relevant | set(moved.values())),
                     yielded, moved)
+        self._applied = True  # something was written: the sync is recorded (``_finish``)
         if stats.errors:
             shown = "; ".join(f"{e['path']}: {e['reason']}" for e in
                               stats.errors[:MAX_ERRORS_SHOWN])
@@ -347,13 +362,30 @@ class _Sync:
         result = self.result
         renamed = {old: new for old, new in moved.items()
                    if old in before and new not in before and new in after}
-        result.renamed = len(renamed)
-        result.added = len(yielded - set(before) - set(renamed.values()))
-        result.modified = sum(1 for path in yielded & set(before)
-                              if after.get(path) != before[path])
-        result.deleted = sum(1 for path in before if path not in after and path not in renamed)
+        paths = {
+            "added": sorted(yielded - set(before) - set(renamed.values())),
+            "modified": sorted(path for path in yielded & set(before)
+                               if after.get(path) != before[path]),
+            "deleted": sorted(path for path in before
+                              if path not in after and path not in renamed),
+            "renamed": [[old, new] for old, new in sorted(renamed.items())],
+        }
+        result.paths = paths
+        result.added, result.modified, result.deleted, result.renamed = (
+            len(paths[kind]) for kind in ("added", "modified", "deleted", "renamed"))
         result.created, result.updated, result.retired = (stats.created, stats.updated,
                                                           stats.retired)
+        # Each fragment once, under what happened to it: merged and conflicted before
+        # updated (a merge writes a version too).
+        seen: set[int] = set()
+        ids = {}
+        for kind, found in (("merged", stats.merged), ("conflicted", stats.conflicted),
+                            ("created", stats.created_ids), ("updated", stats.updated_ids),
+                            ("retired", stats.retired_ids)):
+            ids[kind] = [pk for pk in dict.fromkeys(found) if pk not in seen]
+            seen.update(ids[kind])
+        result.fragment_ids = ids
+        result.merged, result.conflicted = len(ids["merged"]), len(ids["conflicted"])
         result.skipped = len(stats.skipped)
         result.errors = stats.errors
         result.embedded = stats.encoded_texts
@@ -374,6 +406,8 @@ class _Sync:
         Source.objects.filter(pk=self.source.pk).update(
             last_synced_at=now, next_sync_at=now + self.source.interval,
             last_summary=result.summary(), **fields)
+        if getattr(self, "_applied", False):
+            record(self.source, result)
         return result
 
     def _succeeded(self, applied: str | None = None) -> SyncResult:
@@ -399,6 +433,26 @@ class _Sync:
         self.result.files, self.result.fragments = (self.source.files_count,
                                                     self.source.fragments_count)
         return self._finish(state=SourceState.FAILING, last_error=reason)
+
+
+def record(source: Source, result: SyncResult) -> None:
+    """The audit event of one sync that applied changes (``source.synced``): the commit range,
+    the files added, modified, deleted and renamed, and the fragments created, updated,
+    merged, conflicted and retired (public ids) — the Sources page lists them. A sync with
+    nothing to apply (the head already applied) or that failed before writing is not one."""
+    ids = [pk for found in result.fragment_ids.values() for pk in found[:MAX_LISTED]]
+    public = dict(Fragment.objects.filter(pk__in=ids).values_list("pk", "public_id"))
+    audit.record(SYSTEM, SYNC_RECORDED, source, after={
+        "from": result.previous, "to": result.commit, "full": result.full,
+        "error": result.error,
+        "files": {kind: paths[:MAX_LISTED] for kind, paths in result.paths.items()},
+        "fragments": {kind: [public[pk] for pk in found[:MAX_LISTED] if pk in public]
+                      for kind, found in result.fragment_ids.items()},
+        "counts": {
+            "files": {kind: len(paths) for kind, paths in result.paths.items()},
+            "fragments": {kind: len(found) for kind, found in result.fragment_ids.items()},
+        },
+    })
 
 
 def _chain(*parts: Iterable[SourceFile | Skipped]) -> Iterator[SourceFile | Skipped]:

@@ -20,6 +20,7 @@ from functools import partial
 from typing import Any
 
 from django.db import IntegrityError, transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from accounts.lookups import find_in_org, find_org
@@ -30,7 +31,7 @@ from contexts.ingestion import git_sync, server_paths
 from contexts.ingestion.git_mirror import check_branch
 from contexts.ingestion.git_sync import SyncResult
 from contexts.ingestion.policy import valid_pattern
-from contexts.models import Source
+from contexts.models import AuditEvent, Source
 from contexts.models.sources_git import MIN_INTERVAL_SECONDS, PERMALINK_FIELDS, redact_url
 from contexts.services.audit import record
 from contexts.services.errors import InvalidOperation
@@ -79,6 +80,15 @@ class SyncSource:
 @dataclasses.dataclass(frozen=True)
 class ListSources:
     org: str
+
+
+@dataclasses.dataclass(frozen=True)
+class ListSyncs:
+    """The record of each sync of an organization's sources that applied changes, newest
+    first; ``source`` (a public id) narrows it to one source."""
+
+    org: str
+    source: str = ""
 
 
 def add_source(principal: Any, command: AddGitSource) -> Source:
@@ -179,6 +189,26 @@ def list_sources(principal: Any, command: ListSources) -> list[Source]:
         raise Refused(MANAGE_REFUSED)
     return list(Source.objects.filter(org=org).select_related("repository")
                 .order_by("repository__slug"))
+
+
+def list_syncs(principal: Any, command: ListSyncs) -> QuerySet[AuditEvent]:
+    """What each sync did (the ``source.synced`` audit events ``git_sync.record`` writes):
+    commit range, files, fragments. For those who manage the organization's sources; a
+    ``source`` that is not one of them is :class:`InvalidOperation` naming ``source``."""
+    org = _org(principal, command.org)
+    if not may_manage(principal, org):
+        raise Refused(MANAGE_REFUSED)
+    events = AuditEvent.objects.filter(org=org, action=git_sync.SYNC_RECORDED,
+                                       object_type="source")
+    if command.source:
+        try:
+            public_id = parse_public_id(command.source, "source")
+        except InvalidId:
+            raise InvalidOperation("not a source id", field="source") from None
+        if not Source.objects.filter(org=org, public_id=public_id).exists():
+            raise InvalidOperation("no such source in this organization", field="source")
+        events = events.filter(object_id=public_id)
+    return events.order_by("-created_at", "-pk")
 
 
 def may_manage(principal: Any, org: Organization) -> bool:

@@ -18,7 +18,7 @@ from contexts.console.querysets import OPEN_NUDGE_STATES, Visible, visible
 from contexts.console.rendering import htmx_partial, navigate, render_page, safe_next
 from contexts.console.views.common import get_fragment, org_context
 from contexts.governance.nudges import answer_nudge
-from contexts.models import Fragment, FragmentVersion, Pin
+from contexts.models import Fragment, FragmentVersion, Pin, Source
 from contexts.models.governance import NudgeAnswer
 from contexts.services.errors import EditConflict, InvalidOperation
 from contexts.services.fragments import edit_fragment, reassign_owner, supersede_fragment
@@ -44,11 +44,31 @@ def content_context(request: HttpRequest, fragment: Fragment) -> dict:
 
 def history_context(fragment: Fragment, a: int | None = None, b: int | None = None) -> dict:
     versions = list(_versions(fragment))
+    _name_commits(fragment, versions)
     numbers = [v.number for v in versions]
     b = b if b in numbers else (numbers[0] if numbers else None)
     a = a if a in numbers else (numbers[1] if len(numbers) > 1 else b)
     return {"fragment": fragment, "versions": versions, "diff_a": a, "diff_b": b,
             **_diff(fragment, a, b)}
+
+
+def _name_commits(fragment: Fragment, versions: list[FragmentVersion]) -> None:
+    """Each version a git source's sync wrote names its commit (``metadata["commit"]``,
+    recorded under ``versions_record``): ``v.commit``, and ``v.commit_url`` — the source's
+    permalink of the fragment's file at that commit, when the source has a template."""
+    pointer = None
+    if any((v.metadata or {}).get("commit") for v in versions):
+        pointer = (fragment.sources.select_related("document")
+                   .filter(document__repository__isnull=False)
+                   .order_by("document__path", "start_line").first())
+    source = (Source.objects.filter(org_id=fragment.org_id,
+                                    repository_id=pointer.document.repository_id).first()
+              if pointer is not None else None)
+    for version in versions:
+        version.commit = str((version.metadata or {}).get("commit") or "")
+        version.commit_url = (source.permalink(version.commit, pointer.document.path,
+                                               pointer.start_line, pointer.end_line)
+                              if version.commit and source is not None else None)
 
 
 def _diff(fragment: Fragment, a: int | None, b: int | None) -> dict:
