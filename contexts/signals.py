@@ -7,6 +7,8 @@ from django.dispatch import receiver
 
 from accounts.models import Organization
 from contexts import follower
+from contexts.governance import source_nudges
+from contexts.ingestion.upstream import source_nudge
 from contexts.services.change_feed import changes_committed
 from contexts.services.fragments import fragments_changed
 from contexts.services.partitions import drop_partition, ensure_partition
@@ -56,3 +58,11 @@ def apply_own_changes(sender, org_ids: list[int], **kwargs) -> None:
             follower.catch_up(org_id)
         except Exception:  # noqa: BLE001 - committed; the node's follower applies it anyway
             logger.exception("could not apply the committed changes of org %s", org_id)
+
+
+
+@receiver(source_nudge, dispatch_uid="governance.source_nudges")
+def follow_upstream(sender, **kwargs) -> None:
+    """A person's edit meeting its source file opens (or settles) a nudge, inside the sync's
+    transaction (contexts/ingestion/upstream.py → contexts/governance/source_nudges.py)."""
+    source_nudges.follow_source(sender, **kwargs)

@@ -296,7 +296,10 @@ def reconcile(*, org: Organization | None = None, fragment_ids: Iterable[int] | 
               now: dt.datetime | None = None) -> int:
     """Close unanswered nudges whose question was settled elsewhere: the fragment left
     retrieval (retired/superseded → "retired"), was edited ("edited") or verified ("still
-    accurate") after the nudge was opened. Returns how many were closed."""
+    accurate") after the nudge was opened. A source conflict is settled only by its answer
+    (which moves the merge base) or by the fragment leaving retrieval: an edit or a
+    verification leaves the base where it was, so the question stands. Returns how many
+    were closed."""
     now = resolve(now)
     pending = Nudge.objects.exclude(state=NudgeState.ANSWERED).select_related("fragment")
     if org is not None:
@@ -309,6 +312,8 @@ def reconcile(*, org: Organization | None = None, fragment_ids: Iterable[int] | 
         answer, at, by = None, now, None
         if fragment.status != FragmentStatus.ACTIVE:
             answer, at = NudgeAnswer.RETIRED, fragment.valid_to or now
+        elif nudge.kind == NudgeKind.SOURCE_CONFLICT:
+            pass
         elif fragment.last_edited_at > nudge.created_at:
             answer, at = NudgeAnswer.EDITED, fragment.last_edited_at
             by = (FragmentVersion.objects.filter(fragment=fragment, number=fragment.version)
@@ -341,7 +346,8 @@ def answer_nudge(user: AbstractBaseUser, nudge: Nudge, answer: str, new_owner=No
     """
     now = resolve(now)
     answer = ANSWER_SLUGS.get(answer, answer)
-    if answer not in NudgeAnswer.values:
+    if answer not in ANSWER_SLUGS.values():
+        # (A source conflict's own answers go through usecases.source_conflicts.)
         raise InvalidOperation(f"unknown answer {answer!r}", field="answer")
     handed_to: Nudge | None = None
     with transaction.atomic():
@@ -352,6 +358,11 @@ def answer_nudge(user: AbstractBaseUser, nudge: Nudge, answer: str, new_owner=No
             raise NudgeAlreadyAnswered(nudge)
         if not may_answer(user, nudge):
             raise PermissionDenied("only the owner or a tech lead may answer this nudge")
+        if nudge.kind == NudgeKind.SOURCE_CONFLICT and answer in (
+                NudgeAnswer.STILL_ACCURATE, NudgeAnswer.EDITED):
+            # Either would close it with the merge base unmoved: the next sync would ask again.
+            raise InvalidOperation("answer a source conflict with keep mine, take upstream or "
+                                   "edit the merge", field="answer")
         # An owner who is not a curator answers by the owner's right: recorded as themselves.
         principal = user if may(user, "curate", fragment.scope) else OnBehalfOf(user)
         if answer == NudgeAnswer.STILL_ACCURATE:
@@ -383,7 +394,8 @@ def answer_nudge(user: AbstractBaseUser, nudge: Nudge, answer: str, new_owner=No
             "new_owner": new_owner.get_username() if new_owner is not None else None})
         if answer == NudgeAnswer.HANDED_OVER:
             handed_to = Nudge.objects.create(
-                fragment=fragment, owner=new_owner, created_at=now,
+                fragment=fragment, owner=new_owner, created_at=now, kind=nudge.kind,
+                detail=nudge.detail,  # the same question (a source conflict's three texts)
                 reasons=[*nudge.reasons, {"code": "handed_over", "detail": (
                     f"handed over to you by {user.get_username()}")}])
     if handed_to is not None:

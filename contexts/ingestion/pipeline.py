@@ -35,7 +35,7 @@ from django.utils import timezone
 from accounts.models import Organization, Repository, Scope
 from accounts.permissions import SYSTEM, may
 from contexts import follower, indexing
-from contexts.ingestion import target_lock
+from contexts.ingestion import target_lock, upstream
 from contexts.ingestion.chunk import CHUNKER_VERSION, chunk
 from contexts.ingestion.normalize import normalize
 from contexts.ingestion.simhash import BandIndex, simhash, to_signed64, to_unsigned64
@@ -106,6 +106,7 @@ class Stats:
     retired_ids: list[int] = field(default_factory=list)
     merged: list[int] = field(default_factory=list)      # a person's edit merged with upstream
     conflicted: list[int] = field(default_factory=list)  # overlapping: the person's text kept
+    gone: list[int] = field(default_factory=list)  # source text deleted, kept: a person edited it
     chunk_tokens: list[int] = field(default_factory=list)
     encode_seconds: float = 0.0
     encoded_texts: int = 0
@@ -161,6 +162,9 @@ class ChunkPlan:
     fragment_id: int | None = None
     uid: uuid.UUID | None = None
     written_id: int | None = None  # the fragment a create or update wrote
+    # Where its fragment stands against the source after the write (upstream.IN_SYNC, MERGED,
+    # CONFLICT): a person's edit met this chunk's change (ADR 0020).
+    outcome: str = ""
     # The texts the model reads (Embedder.passages: the chunk, then windows of a long one) and
     # their vectors, one row each.
     passages: list[str] | None = None
@@ -533,7 +537,12 @@ class Ingestor:
                 f"secret {verb}: {finding} (Governance → Secrets)")})
         for chunk_plan in plan.chunks:
             self.stats.chunk_tokens.append(chunk_plan.chunk.token_count)
-            if chunk_plan.action == "create":
+            # A person's edit met the chunk's change: merged, or in conflict (ADR 0020).
+            if chunk_plan.outcome == upstream.MERGED:
+                self.stats.merged.append(chunk_plan.written_id)
+            elif chunk_plan.outcome == upstream.CONFLICT:
+                self.stats.conflicted.append(chunk_plan.written_id)
+            elif chunk_plan.action == "create":
                 self.stats.created += 1
                 if chunk_plan.written_id is not None:
                     self.stats.created_ids.append(chunk_plan.written_id)
@@ -634,16 +643,17 @@ class Ingestor:
             self.stats.touched.add(plan.fragment_id)
             return None
         if plan.action == "update":
-            fragment = fragment_service.edit_fragment(
-                SYSTEM, Fragment(pk=plan.fragment_id), based_on_version=_version(plan),
-                body=chunk_.text, title=chunk_.title, reason=f"re-ingested from {doc.path}",
-                heading_path=list(chunk_.heading_path), symbol=chunk_.symbol or "",
-                **chunk_fields)
-            SourcePointer.objects.filter(pk=plan.pointer.pk).update(**pointer_fields)
-            self.stats.touched.add(fragment.pk)
-            return fragment
+            locked = upstream.lock(plan.fragment_id)
+            followed = self._follow(locked, upstream.base_of(plan.pointer, locked),
+                                    plan.pointer.base_commit, doc, plan)
+            SourcePointer.objects.filter(pk=plan.pointer.pk).update(
+                **pointer_fields, base_text=followed.base, base_commit=followed.base_commit)
+            return self._followed(plan, followed)
         if plan.pointer is not None:
             plan.pointer.delete()
+        # The chunk text a fragment is written from is its base: a person's later edit is
+        # measured against it, and merged with the file's next change (ADR 0020).
+        pointer_fields.update(base_text=chunk_.text, base_commit=self.target.commit or "")
         if plan.action == "duplicate":
             target = plan.fragment_id or Fragment.objects.get(uid=plan.uid).pk
             SourcePointer.objects.create(document=document, anchor=chunk_.anchor,
@@ -656,15 +666,22 @@ class Ingestor:
             plan.uid = uuid.uuid5(UID_NAMESPACE, f"{plan.uid}|{plan.text_hash}")
             existing = Fragment.objects.filter(uid=plan.uid).first()
         if existing is not None:  # its first source moved on; keep the id, take the new text
-            fragment = fragment_service.edit_fragment(
-                SYSTEM, existing, based_on_version=existing.version, body=chunk_.text,
-                title=chunk_.title, reason=f"re-ingested from {doc.path}", **chunk_fields)
+            # (Or its text came back: a person's edit of it meets the text as any change does,
+            # from the last text the source gave it.)
+            locked = upstream.lock(existing.pk)
+            followed = self._follow(locked, upstream.base_of(None, locked), "", doc, plan)
+            fragment = followed.fragment
+            pointer_fields.update(base_text=followed.base, base_commit=followed.base_commit)
             if fragment.status == FragmentStatus.RETIRED:
                 # Retired when its file went away (or its chunk did), and now back at the same
                 # path and anchor: active again, as a fresh ingest's would be. A superseded one
                 # stays superseded — a person replaced it.
                 fragment = fragment_service.restore_fragment(
-                    SYSTEM, fragment, reason=f"back in {doc.path}")
+                    SYSTEM, fragment, reason=f"back in {doc.path}{self._at()}")
+            if followed.state != upstream.IN_SYNC:
+                SourcePointer.objects.create(document=document, anchor=chunk_.anchor,
+                                             fragment=fragment, **pointer_fields)
+                return self._followed(plan, followed)
         else:
             fragment = fragment_service.create_fragment(
                 SYSTEM, self.target.scope, uid=plan.uid, body=chunk_.text, title=chunk_.title,
@@ -672,19 +689,61 @@ class Ingestor:
                 owner=self._owner(doc), heading_path=list(chunk_.heading_path),
                 language=chunk_.language, symbol=chunk_.symbol or "",
                 contexts=[self.target.context] if self.target.context else [],
-                reason=f"ingested from {doc.path}",
+                reason=f"ingested from {doc.path}{self._at()}",
                 natural_language=doc.natural_language or "",
+                source_state=upstream.IN_SYNC,
                 valid_from=document.authored_at or timezone.now(), **chunk_fields)
         SourcePointer.objects.create(document=document, anchor=chunk_.anchor,
                                      fragment=fragment, **pointer_fields)
         self.stats.touched.add(fragment.pk)
         return fragment
 
+    def _follow(self, locked: Fragment, base: str, base_commit: str, doc: NormalizedDocument,
+                plan: ChunkPlan) -> upstream.Followed:
+        """The chunk's new text meets its fragment: taken as it is, merged with a person's
+        edit, or — where they overlap — a conflict for the owner (ingestion/upstream.py)."""
+        chunk_ = plan.chunk
+        return upstream.follow(
+            locked, base=base, base_commit=base_commit, theirs=chunk_.text, title=chunk_.title,
+            where=upstream.Upstream(doc.path, self.target.commit, chunk_.start_line,
+                                    chunk_.end_line),
+            metadata={"heading_path": list(chunk_.heading_path), "symbol": chunk_.symbol or "",
+                      "simhash": to_signed64(plan.fingerprint),
+                      "token_count": chunk_.token_count,
+                      "chunker_version": chunk_.chunker_version})
+
+    def _followed(self, plan: ChunkPlan, followed: upstream.Followed) -> Fragment | None:
+        """The fragment to embed with the chunk's vectors, or None: a merged text is not the
+        chunk's (embedded here, from its own text), a conflict's is the person's, unchanged."""
+        fragment = followed.fragment
+        self.stats.touched.add(fragment.pk)
+        plan.outcome = followed.state
+        if followed.state == upstream.IN_SYNC:
+            return fragment
+        plan.written_id = fragment.pk
+        if followed.text_changed:
+            indexing.embed_fragments([fragment])
+        return None
+
+    def _at(self) -> str:
+        """`` at <commit>`` in a version's reason, when a git source's sync writes it."""
+        return f" at {self.target.commit[:12]}" if self.target.commit else ""
+
     def _drop_pointer(self, pointer: SourcePointer) -> None:
         fragment = pointer.fragment
+        path = pointer.document.path
+        base = upstream.base_of(pointer, fragment)
         pointer.delete()
         if not fragment.sources.exists() and fragment.status == FragmentStatus.ACTIVE:
-            fragment_service.retire_fragment(SYSTEM, fragment, reason="removed from its source")
+            if upstream.edited_by_person(fragment, base):
+                # A person's words are never retired behind their back: kept, and asked.
+                upstream.gone(fragment, base=base,
+                              where=upstream.Upstream(path, self.target.commit))
+                self.stats.gone.append(fragment.pk)
+                self.stats.touched.add(fragment.pk)
+                return
+            fragment_service.retire_fragment(
+                SYSTEM, fragment, reason=f"removed from its source {path}{self._at()}")
             self.stats.retired += 1
             self.stats.retired_ids.append(fragment.pk)
             self.stats.touched.add(fragment.pk)
@@ -807,10 +866,6 @@ def whole_document_chunk(doc: NormalizedDocument) -> Chunk:
 def chunk_embedding_text(chunk_: Chunk) -> str:
     return indexing.embedding_text_for(chunk_.title, chunk_.heading_path, chunk_.text,
                                        namespace=chunk_.namespace, symbol=chunk_.symbol or "")
-
-
-def _version(plan: ChunkPlan) -> int:
-    return Fragment.objects.values_list("version", flat=True).get(pk=plan.fragment_id)
 
 
 def _done() -> Future:

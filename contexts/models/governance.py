@@ -21,6 +21,12 @@ class NudgeAnswer(models.TextChoices):
     EDITED = "edited", "edited"
     RETIRED = "retired", "retired"
     HANDED_OVER = "handed_over", "handed over"
+    # A source conflict's answers (ADR 0020), and one the source itself gives: a later
+    # upstream text merged cleanly, or a deleted source text came back.
+    KEPT_MINE = "kept_mine", "kept the curated text"
+    TOOK_UPSTREAM = "took_upstream", "took the upstream text"
+    EDITED_MERGE = "edited_merge", "edited the merge"
+    SOURCE_SETTLED = "source_settled", "settled by the source"
 
 
 class NudgeKind(models.TextChoices):

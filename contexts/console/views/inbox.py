@@ -7,8 +7,8 @@ import re
 from django.contrib import messages
 from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, render
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
@@ -31,6 +31,8 @@ HEADLINES = {
     "contradicted": "A newer fragment says something different.",
     "handed_over": "It was handed over to you.",
     "secret": "A secret was found in it.",
+    "source_conflict": "Its source file changed in the lines a person edited.",
+    "source_gone": "The source text it came from was deleted.",
 }
 _HOT = re.compile(r"^(?P<uses>\d+) uses \((?P<retrievals>\d+) retrievals, (?P<citations>\d+) "
                   r"citations\), last retrieved (?P<last>\S+); not edited or verified for "
@@ -106,9 +108,14 @@ def inbox(request: HttpRequest) -> HttpResponse:
 @require_POST
 def nudge_answer(request: HttpRequest, fragment_id: str) -> HttpResponse:
     seen = visible(request)
-    nudge = get_object_or_404(
-        seen.nudges().filter(state__in=OPEN_NUDGE_STATES).select_related("fragment__org"),
-        fragment__public_id=fragment_id)
+    # A fragment may have one open nudge of each kind: the form says which it answers.
+    pending = seen.nudges().filter(state__in=OPEN_NUDGE_STATES,
+                                   fragment__public_id=fragment_id)
+    if request.POST.get("kind"):
+        pending = pending.filter(kind=request.POST["kind"])
+    nudge = pending.select_related("fragment__org").order_by("created_at", "pk").first()
+    if nudge is None:
+        raise Http404("no open nudge")
     form = NudgeAnswerForm(request.POST)
     error = None
     if not form.is_valid():
