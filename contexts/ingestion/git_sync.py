@@ -382,7 +382,7 @@ class _Sync:
         for kind, found in (("merged", stats.merged), ("conflicted", stats.conflicted),
                             ("created", stats.created_ids), ("updated", stats.updated_ids),
                             ("retired", stats.retired_ids)):
-            ids[kind] = [pk for pk in dict.fromkeys(found) if pk not in seen]
+            ids[kind] = [pk for pk in dict.fromkeys(found) if pk is not None and pk not in seen]
             seen.update(ids[kind])
         result.fragment_ids = ids
         result.merged, result.conflicted = len(ids["merged"]), len(ids["conflicted"])
