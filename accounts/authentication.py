@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions
 from rest_framework.request import Request
 
 from accounts.models import ApiToken
-from accounts.tokens import verify_token
+from accounts.tokens import personal_principal, verify_token
 
 KEYWORD = "Bearer"
 
@@ -23,7 +25,7 @@ def bearer_credential(header: bytes | str) -> str | None:
 class BearerTokenAuthentication(authentication.BaseAuthentication):
     keyword = KEYWORD
 
-    def authenticate(self, request: Request) -> tuple[ApiToken, ApiToken] | None:
+    def authenticate(self, request: Request) -> tuple[Any, ApiToken] | None:
         header = authentication.get_authorization_header(request)
         if not header:
             return None
@@ -33,6 +35,12 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
         token = verify_token(raw)
         if token is None:
             raise exceptions.AuthenticationFailed("invalid, expired or revoked token")
+        if token.user_id is not None:
+            # A personal token: the request is the member's, in the token's organization.
+            user = personal_principal(token)
+            if user is None:
+                raise exceptions.AuthenticationFailed("invalid, expired or revoked token")
+            return user, token
         return token, token
 
     def authenticate_header(self, request: Request) -> str:

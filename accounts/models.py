@@ -434,6 +434,11 @@ class ApiToken(PublicIdModel):
                                       "fragments directly")
     auto_accept = models.BooleanField(default=False, help_text="trusted: its proposals are "
                                       "accepted at once where the scope's policy is auto-accept")
+    # A personal token (issue 38: scripts of a team): it acts as this member, with their roles
+    # in the token's organization only, for as long as they are an active member there. None:
+    # an agent's token, bound to its scopes.
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, null=True,
+                             blank=True, related_name="personal_tokens")
 
     class Meta:
         ordering = ["-created_at"]

@@ -50,18 +50,33 @@ def _granted_roots(principal: Any) -> set[int] | None:
         return set(principal.scopes.values_list("id", flat=True))
     if not isinstance(principal, AbstractBaseUser) or not principal.is_active:
         return set()
+    # A person acting through a personal token acts in the token's organization only.
+    only_org = acting_org_id(principal)
     if principal.is_superuser:
-        return None
-    roots = set(
-        Membership.objects.filter(user=principal).values_list("org__scope_id", flat=True)
-    )
+        if only_org is None:
+            return None
+        return set(Scope.objects.filter(org_id=only_org, kind="org").values_list("id",
+                                                                               flat=True))
+    memberships = Membership.objects.filter(user=principal)
+    if only_org is not None:
+        memberships = memberships.filter(org_id=only_org)
+    roots = set(memberships.values_list("org__scope_id", flat=True))
     for model_name in GUARDED_MODELS:
         objects = get_objects_for_user(
             principal, f"accounts.view_{model_name}", accept_global_perms=False,
             with_superuser=False,
         )
+        if only_org is not None:
+            objects = objects.filter(scope__org_id=only_org)
         roots.update(objects.values_list("scope_id", flat=True))
     return roots
+
+
+def acting_org_id(principal: Any) -> int | None:
+    """The organization a person acting through a personal token is confined to (the token's,
+    ``accounts.authentication``); None for a person signed in to the console."""
+    token = getattr(principal, "personal_token", None)
+    return token.org_id if isinstance(token, ApiToken) else None
 
 
 class Readable(frozenset):
@@ -200,7 +215,8 @@ def readable_scopes(principal: Any, requested: Iterable[Scope | int] | None = No
         readable = known
     else:
         # A token's scopes all lie in its organization (``accounts.tokens.create_token``).
-        orgs = {principal.org_id} if isinstance(principal, ApiToken) else None
+        orgs = ({principal.org_id} if isinstance(principal, ApiToken)
+                else {acting_org_id(principal)} - {None} or None)
         readable = _close_over(_granted_roots(principal), orgs)
     if requested is None:
         return readable

@@ -7,6 +7,7 @@ import hmac
 import secrets
 from collections.abc import Iterable
 
+from django.contrib.auth import get_user_model
 from django.db import connection, transaction
 from django.dispatch import Signal
 from django.utils import timezone
@@ -15,6 +16,7 @@ from accounts.models import (
     PUBLIC_ID_ALPHABET,
     TOKEN_PREFIX,
     ApiToken,
+    Membership,
     Organization,
     Scope,
     hash_token_secret,
@@ -113,6 +115,41 @@ def verify_token(raw: str) -> ApiToken | None:
         ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
         token.last_used_at = now
     return token
+
+
+class PersonalTokenRefused(ValueError):
+    """A personal token for somebody who is not an active member of the organization."""
+
+
+@transaction.atomic
+def create_personal_token(org: Organization, user, name: str, *, created_by=None,
+                          expires_in_days: int | None = None) -> tuple[ApiToken, str]:
+    """A token that acts as ``user`` — with their roles, in ``org`` only, for as long as they
+    are an active member there (``accounts.authentication``) — for a team's scripts. Bound to
+    the organization's scope for the record; what it may do is what the member may do."""
+    if not user.is_active or not Membership.objects.filter(user=user, org=org).exists():
+        raise PersonalTokenRefused("a personal token is for an active member of the "
+                                   "organization")
+    if not name.strip():
+        raise PersonalTokenRefused("a token needs a name")
+    token, raw = create_token(org, name.strip(), [org.scope], created_by=created_by,
+                              expires_in_days=expires_in_days)
+    ApiToken.objects.filter(pk=token.pk).update(user=user)
+    token.user = user
+    _audit(created_by, "token.personal", token, after={"name": token.name,
+                                                      "acts_as": user.get_username()})
+    return token, raw
+
+
+def personal_principal(token: ApiToken):
+    """The member a personal token acts as — confined to the token's organization
+    (``accounts.scopes.acting_org_id``) — or None when they are no longer an active member
+    there (the token then authenticates nobody)."""
+    user = (get_user_model().objects.filter(pk=token.user_id, is_active=True,
+                                            memberships__org_id=token.org_id).first())
+    if user is not None:
+        user.personal_token = token
+    return user
 
 
 def revoke_token(token: ApiToken, *, actor=None) -> None:

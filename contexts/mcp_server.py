@@ -395,9 +395,11 @@ def _allowed_hosts() -> list[str]:
 
 
 def _verify(raw: str) -> ApiToken | None:
+    """An agent's token; a personal token (a member's, for scripts: the REST API) is none."""
     close_old_connections()
     try:
-        return verify_token(raw)
+        token = verify_token(raw)
+        return token if token is not None and token.user_id is None else None
     finally:
         close_old_connections()
 

@@ -1,5 +1,8 @@
-"""Agents' writes: ``POST /api/fragments`` (e.g. a session summary into a session scope),
-``POST /api/fragments/{id}/feedback`` (helped / hurt / cited), and ``GET /api/traces/{id}``."""
+"""Fragments over REST: ``POST /api/fragments`` (an agent's session summary into a session
+scope; a curator's repository fragment, with a personal token), ``GET`` and ``PATCH
+/api/fragments/{id}`` (a team's scripts: the text, its version, owner, source and evidence;
+an edit against the version read), ``POST /api/fragments/{id}/feedback`` (helped / hurt /
+cited), and ``GET /api/traces/{id}``."""
 
 from __future__ import annotations
 
@@ -19,17 +22,22 @@ from contexts.protocol.fragments import (
     FeedbackAcceptedSerializer,
     FeedbackSerializer,
     FragmentCreatedSerializer,
+    FragmentEditSerializer,
     FragmentInSerializer,
+    FragmentRecordSerializer,
     created_payload,
+    edit_command,
     feedback_command,
+    record_payload,
     write_command,
 )
 from contexts.protocol.throttling import AgentRateThrottle
 from contexts.retrieval import degraded as degraded_legs
-from contexts.usecases import fragments
+from contexts.usecases import fragment_edits, fragments
 
 
-@extend_schema(summary="Write a fragment (agents: into a session scope)",
+@extend_schema(summary="Write a fragment (agents: into a session scope; a curator's personal "
+                       "token: into a repository or the organization)",
                request=FragmentInSerializer,
                responses={201: FragmentCreatedSerializer, **errors(*BODY, *AUTH, 429)})
 @api_view(["POST"])
@@ -39,6 +47,22 @@ def fragments_view(request: Request) -> Response:
     data.is_valid(raise_exception=True)
     fragment = fragments.write_fragment(request.user, write_command(data.validated_data))
     return Response(created_payload(fragment), status=status.HTTP_201_CREATED)
+
+
+@extend_schema(methods=["GET"], summary="A fragment: text, version, owner, source, evidence",
+               responses={200: FragmentRecordSerializer, **errors(*AUTH, 404, 429)})
+@extend_schema(methods=["PATCH"], summary="Edit a fragment's text (curators; 409 with both "
+                                          "texts when version is not the current one)",
+               request=FragmentEditSerializer,
+               responses={200: FragmentRecordSerializer, **errors(*BODY, *AUTH, 404, 409, 429)})
+@api_view(["GET", "PATCH"])
+@throttle_classes([AgentRateThrottle])
+def fragment_view(request: Request, fragment_id: str) -> Response:
+    if request.method == "PATCH":
+        data = FragmentEditSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        fragment_edits.edit_text(request.user, edit_command(fragment_id, data.validated_data))
+    return Response(record_payload(fragment_edits.fragment_record(request.user, fragment_id)))
 
 
 @extend_schema(summary="Tell Contexts whether a fragment helped", request=FeedbackSerializer,

@@ -17,6 +17,7 @@ urlpatterns = [
     path("whoami", views.whoami, name="whoami"),
     path("contexts/retrieve", retrieve.retrieve_view, name="retrieve"),
     path("fragments", fragments.fragments_view, name="fragments"),
+    path("fragments/<pid:fragment_id>", fragments.fragment_view, name="fragment"),
     path("fragments/<pid:fragment_id>/feedback", fragments.feedback_view, name="feedback"),
     path("fragments/<pid:fragment_id>/propose", proposals.propose_view, name="propose"),
     path("proposals", proposals.proposals_view, name="proposals"),

@@ -173,6 +173,14 @@ class TokenForm(ConsoleForm):
         self.fields["scopes"].widget.attrs["size"] = min(8, max(3, len(scopes)))
 
 
+class PersonalTokenForm(ConsoleForm):
+    """A personal token: it acts as you, with your roles, in this organization (scripts)."""
+
+    name = forms.CharField(max_length=120)
+    expires_in_days = forms.IntegerField(label="Expires in (days)", required=False,
+                                         min_value=1, max_value=3650)
+
+
 class PinExpiryForm(ConsoleForm):
     expires_at = forms.DateTimeField(label="Expires", required=False,
                                      widget=forms.DateTimeInput(attrs={"type": "datetime-local"},

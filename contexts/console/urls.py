@@ -41,6 +41,9 @@ urlpatterns = [
     path("o/<slug:slug>/ingest/path", jobs.ingest_path, name="ingest-path"),
     path("o/<slug:slug>/traces/", traces.traces, name="traces"),
     path("o/<slug:slug>/tokens/", tokens.tokens, name="tokens"),
+    path("o/<slug:slug>/tokens/personal", tokens.personal_tokens, name="personal-tokens"),
+    path("o/<slug:slug>/tokens/personal/<pid:token_id>/revoke", tokens.personal_token_revoke,
+         name="personal-token-revoke"),
     path("o/<slug:slug>/tokens/<pid:token_id>/revoke", tokens.token_revoke,
          name="token-revoke"),
     # A scope (organization, repository, persona, session or context) by its public id.
@@ -62,6 +65,8 @@ urlpatterns = [
          name="fragment-supersede"),
     path("fragments/<pid:fragment_id>/owner", fragment_detail.fragment_owner,
          name="fragment-owner"),
+    path("fragments/<pid:fragment_id>/owner/follow", fragment_detail.fragment_owner_follow,
+         name="fragment-owner-follow"),
     path("fragments/<pid:fragment_id>/pin", fragments.pin, name="fragment-pin"),
     path("fragments/<pid:fragment_id>/unpin", fragments.unpin, name="fragment-unpin"),
     path("fragments/<pid:fragment_id>/retire", fragments.retire, name="fragment-retire"),

@@ -11,6 +11,7 @@ from django.db.models import Count, Q, QuerySet
 
 from accounts.models import Organization
 from contexts.governance.clock import resolve
+from contexts.governance.ownership import Coverage, coverage
 from contexts.governance.staleness import REASON_LABELS
 from contexts.models import (
     DedupCandidate,
@@ -57,6 +58,7 @@ class OrgReport:
     owner_load: list[Bar] = field(default_factory=list)
     dedup_proposed: int = 0
     active_fragments: int = 0
+    ownership: list[Coverage] = field(default_factory=list)  # per repository (issue 38)
 
     @property
     def median_response(self) -> str:
@@ -162,6 +164,7 @@ def org_report(org: Organization, now: dt.datetime | None = None, *,
         for row in load])
     report.dedup_proposed = DedupCandidate.objects.filter(
         org=org, state=DedupState.PROPOSED, **pair_readable).count()
+    report.ownership = coverage(org, fragments)
     return report
 
 

@@ -44,8 +44,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from accounts.permissions import SYSTEM
-from contexts.ingestion import policy, target_lock
-from contexts.ingestion.git_mirror import GitError, Mirror, TreeFile
+from contexts.ingestion import codeowners, owners, policy, target_lock
+from contexts.ingestion.git_mirror import GitError, Mirror, TreeFile, timeout_seconds
 from contexts.ingestion.pipeline import Ingestor, Stats, Target
 from contexts.ingestion.policy import PolicyError
 from contexts.ingestion.sources import (
@@ -70,6 +70,7 @@ MAX_ERRORS_SHOWN = 5
 # exact): a first sync of a large repository creates thousands.
 MAX_LISTED = 1000
 SYNC_RECORDED = "source.synced"  # the audit event of what one sync did (docs/sources.md)
+MAX_WARNINGS_SHOWN = 20
 
 
 @dataclass
@@ -91,6 +92,9 @@ class SyncResult:
     fragments: int = 0
     skipped: int = 0
     errors: list[dict] = field(default_factory=list)
+    # What the sync could not honour but went on without: a CODEOWNERS entry naming nobody
+    # who may own here, a front matter owner who may not curate (path, reason).
+    warnings: list[dict] = field(default_factory=list)
     merged: int = 0          # fragments a person edited, merged with the file's change
     conflicted: int = 0      # ... whose change overlapped: the person's text kept, nudged
     # Which paths and fragments (ids) each counter counts: the sync's record lists them
@@ -117,6 +121,7 @@ class SyncResult:
         summary = asdict(self)
         del summary["paths"], summary["fragment_ids"]
         return {**summary, "errors": self.errors[:MAX_ERRORS_SHOWN],
+                "warnings": self.warnings[:MAX_WARNINGS_SHOWN],
                 "fragments_changed": self.fragments_changed}
 
 
@@ -214,7 +219,8 @@ class _Sync:
         before = self._hashes(documents, relevant)
         ingestor = Ingestor(
             Target(org=source.org, scope=source.repository.scope, repository=source.repository,
-                   default_owner=source.created_by, commit=head, origin=origin(source)),
+                   default_owner=source.created_by, commit=head, origin=origin(source),
+                   owners=self._owners(head)),
             batch_chunks=settings.INGEST_EMBED_BATCH_CHUNKS, on_progress=self._progress,
             prune_missing=self.result.full)
         yielded: set[str] = set()
@@ -255,6 +261,7 @@ class _Sync:
                 undecodable.append(Skipped(policy.printable(entry.path.decode(
                     "utf-8", errors="replace")), policy.NOT_UTF8))
         rules = self._rules(tree)
+        self._codeowners = self._read_codeowners(tree)
         last = self.source.last_commit
         changes = None
         if not self.full and last and self.mirror.has_commit(last):
@@ -332,6 +339,33 @@ class _Sync:
                                   contents[path].decode("utf-8", errors="replace"))
         return rules
 
+    def _read_codeowners(self, tree: dict[str, TreeFile]) -> codeowners.CodeOwners | None:
+        """The commit's CODEOWNERS (``.github/``, the root, ``docs/``), as a code host reads
+        it; a file larger than a code host reads is no CODEOWNERS."""
+        return owners.from_blobs(
+            tree, lambda path: (self._read(tree, [path])[path]
+                                if tree[path].size <= codeowners.MAX_BYTES else None))
+
+    def _owners(self, head: str) -> owners.OwnerChain:
+        """Who owns the files at ``head``: its CODEOWNERS, then front matter, the recent
+        authors of each file in the mirror's history (read once, when first needed), the
+        repository's tech lead (contexts/ingestion/owners.py)."""
+        source = self.source
+
+        def history() -> dict[str, list[str]]:
+            try:
+                log = self.mirror.git("log", f"--max-count={owners.HISTORY_COMMITS}",
+                                      "--name-only", "--no-renames", owners.AUTHOR_LOG_FORMAT,
+                                      head, "--", timeout=timeout_seconds(), what="log")
+            except GitError as exc:  # the owner falls to the tech lead; the sync stands
+                logger.warning("source %s: no history for owners: %s", source.public_id, exc)
+                return {}
+            return owners.parse_author_log(log.decode("utf-8", errors="replace"))
+
+        return owners.OwnerChain(source.org, source.repository.scope, source.repository,
+                                 codeowners=getattr(self, "_codeowners", None),
+                                 history=history, fallback=source.created_by)
+
     def _read(self, tree: dict[str, TreeFile], paths: list[str]) -> dict[str, bytes]:
         blobs = self.mirror.blobs([tree[p].oid for p in paths])
         return {p: blobs[tree[p].oid] for p in paths}
@@ -388,6 +422,7 @@ class _Sync:
         result.merged, result.conflicted = len(ids["merged"]), len(ids["conflicted"])
         result.skipped = len(stats.skipped)
         result.errors = stats.errors
+        result.warnings = stats.warnings
         result.embedded = stats.encoded_texts
         result.embed_seconds = round(stats.encode_seconds, 3)
 

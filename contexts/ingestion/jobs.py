@@ -14,7 +14,7 @@ from django.db import DatabaseError, connection
 from django.utils import timezone
 
 from accounts.models import Repository
-from contexts.ingestion import server_paths
+from contexts.ingestion import owners, server_paths
 from contexts.ingestion.archives import looks_like_zip
 from contexts.ingestion.doc_exports import from_uploads_with_archives
 from contexts.ingestion.git_tree import GitListingFailed
@@ -38,7 +38,21 @@ def _target(job: IngestionJob) -> Target:
     if scope.kind == "repo":
         repository = Repository.objects.get(scope=scope)
     return Target(org=job.org, scope=scope, repository=repository, context=job.context,
-                  default_owner=job.owner or job.created_by, job=job, origin=origin(job))
+                  default_owner=job.owner or job.created_by, job=job, origin=origin(job),
+                  owners=_owners(job, scope, repository))
+
+
+def _owners(job: IngestionJob, scope, repository: Repository | None) -> owners.OwnerChain:
+    """Who owns the job's files (contexts/ingestion/owners.py): a folder's CODEOWNERS and git
+    history (of its work tree), then front matter and the scope's tech lead — for an upload,
+    front matter and the tech lead."""
+    fallback = job.owner or job.created_by
+    root = Path(job.source)
+    if job.source_kind == "upload" or not root.is_dir():
+        return owners.OwnerChain(job.org, scope, repository, fallback=fallback)
+    return owners.OwnerChain(job.org, scope, repository,
+                             codeowners=owners.worktree_codeowners(root),
+                             history=owners.worktree_history(root), fallback=fallback)
 
 
 def origin(job: IngestionJob) -> str:

@@ -27,17 +27,17 @@ from dataclasses import dataclass, field, replace
 from pathlib import PurePosixPath
 
 import numpy as np
-from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.db.models import Count
 from django.utils import timezone
 
 from accounts.models import Organization, Repository, Scope
-from accounts.permissions import SYSTEM, may
+from accounts.permissions import SYSTEM
 from contexts import follower, indexing
 from contexts.ingestion import target_lock, upstream
 from contexts.ingestion.chunk import CHUNKER_VERSION, chunk
 from contexts.ingestion.normalize import normalize
+from contexts.ingestion.owners import OwnerChain, Resolved
 from contexts.ingestion.simhash import BandIndex, simhash, to_signed64, to_unsigned64
 from contexts.ingestion.sources import Skipped, SourceFile
 from contexts.ingestion.types import CODE_LANGUAGES, Chunk, NormalizedDocument
@@ -64,8 +64,6 @@ logger = logging.getLogger(__name__)
 UID_NAMESPACE = uuid.UUID("6f1c3a52-8a43-4c1e-9a57-2f0c8e7b9d10")
 NEAR_DUPLICATE_DISTANCE = 3
 FRONT_MATTER_KINDS = {"adr", "runbook", "policy", "negative", "session-summary"}
-OWNER_NOT_HONOURED = ("owner {name!r} in front matter is not a curator of this scope; the "
-                      "fragments keep the job's owner")
 
 
 @dataclass
@@ -86,6 +84,9 @@ class Target:
     # removes or prunes only documents of the origins it reads, never "" (a document no
     # migration could attribute) nor another source's.
     origin: str = ""
+    # Who owns its files (contexts/ingestion/owners.py): the source root's CODEOWNERS and git
+    # history. None: front matter, then the scope's tech lead.
+    owners: OwnerChain | None = None
 
 
 @dataclass
@@ -210,7 +211,9 @@ class Ingestor:
         # under the target's lock, so that it includes what a run it waited for committed.
         self.bands: BandIndex[int | uuid.UUID] = BandIndex()
         self.by_hash: dict[str, int | uuid.UUID] = {}
-        self._owners: dict[str, object | None] = {}
+        self.owners = target.owners or OwnerChain(target.org, target.scope, target.repository)
+        if self.owners.fallback is None:
+            self.owners.fallback = target.default_owner
         self._policy_kinds: dict[str, str] = {}  # path → kind the source's policy gives it
         self._name_findings: dict[str, list[Finding]] = {}  # path → secrets its name held
         self._generations = {ns: indexing.active_generation(ns) for ns in indexing.NAMESPACES}
@@ -320,6 +323,7 @@ class Ingestor:
                 self._write_group(*pending)
         if self.prune_missing:
             self._prune()
+        self._assign_owners()
         self._write_links()
         # This node's index caught up (a no-op on a worker node), so the job ends searchable here;
         # every other node follows the feed.
@@ -590,17 +594,16 @@ class Ingestor:
         policy_kind = self._policy_kinds.get(doc.path)
         if not doc.front_matter and not policy_kind:
             return
-        owner = self._owner(doc) if doc.front_matter.get("owner") else None
+        # (The owner is not decided here: ``_assign_owners`` resolves it for every document
+        # of the run, CODEOWNERS first, front matter next.)
         rows = (Fragment.objects.filter(sources__document=document, scope=self.target.scope)
-                .values_list("pk", "namespace", "kind", "owner_id").distinct())
+                .values_list("pk", "namespace", "kind").distinct())
         batches: dict[tuple, list[Fragment]] = {}
-        for pk, namespace, kind, owner_id in rows:
+        for pk, namespace, kind in rows:
             changes: dict = {}
             wanted = self._kind_for(doc, namespace, policy_kind)
             if kind != wanted:  # a kind from the front matter decides the negative flag too
                 changes.update(kind=wanted, negative=wanted == FragmentKind.NEGATIVE)
-            if owner is not None and owner_id != owner.pk:
-                changes["owner"] = owner
             if changes:
                 batches.setdefault(tuple(sorted(changes.items(), key=lambda kv: kv[0])),
                                    []).append(Fragment(pk=pk))
@@ -616,14 +619,17 @@ class Ingestor:
                   "authored_at": source.authored_at,
                   "content_hash": document_hash(doc, source.kind),
                   "size_bytes": len(source.raw), "changed_at": timezone.now(),
-                  "source_commit": self.target.commit}
+                  "source_commit": self.target.commit,
+                  "declared_owner": _declared_owner(doc)}
         origin = self._origin_of(source)
         if origin:  # the latest writer takes the path (``_claim``); "" keeps the old owner
             fields["origin"] = origin
         if document is None:
+            resolved = self._owner_of(doc)
             return SourceDocument.objects.create(org=self.target.org,
                                                  repository=self.target.repository,
-                                                 path=source.path, **fields)
+                                                 path=source.path, owner=resolved.user,
+                                                 owner_source=resolved.source, **fields)
         SourceDocument.objects.filter(pk=document.pk).update(**fields)
         return document
 
@@ -762,25 +768,56 @@ class Ingestor:
             return policy_kind
         return FragmentKind.CODE if namespace == "code" else FragmentKind.PROSE
 
+    def _owner_of(self, doc: NormalizedDocument) -> Resolved:
+        """Who the repository says owns ``doc`` (contexts/ingestion/owners.py: CODEOWNERS,
+        front matter, git history, the scope's tech lead)."""
+        return self.owners.resolve(doc.path, _declared_owner(doc))
+
     def _owner(self, doc: NormalizedDocument):
-        """The front matter's ``owner:`` if that person may curate the target scope, else the
-        uploader. An owner is e-mailed the fragment and may edit it from a nudge link, so a name
-        outside the organization must not be honoured; the warning reads the same whether the
-        name exists or not (no username oracle across tenants)."""
-        username = str(doc.front_matter.get("owner") or "").strip()
-        if not username:
-            return self.target.default_owner
-        if username not in self._owners:
-            user = get_user_model().objects.filter(username=username, is_active=True).first()
-            self._owners[username] = (
-                user if user is not None and may(user, "curate", self.target.scope) else None)
-        owner = self._owners[username]
-        if owner is None:
-            warning = {"path": doc.path, "reason": OWNER_NOT_HONOURED.format(name=username[:150])}
+        return self._owner_of(doc).user
+
+    def _assign_owners(self) -> None:
+        """Every document of this run's sources takes the owner the repository names now, and
+        its fragments follow — except a fragment whose owner a person chose in the console
+        (``owner_set_by_person``): that choice stands until they clear it. Unchanged files
+        too, so a changed CODEOWNERS re-assigns. One version and audit event per fragment
+        whose owner changes (through the fragment service), nothing for the rest."""
+        origins = {self.target.origin, *self._seen} - {""}
+        seen = {path for paths in self._seen.values() for path in paths}
+        documents = self._documents().filter(path__in=sorted(seen))
+        for origin in sorted(origins):
+            documents = documents | self._own_documents(origin)
+        rows = documents.values_list("pk", "path", "declared_owner", "owner_id", "owner_source")
+        wanted: dict[int, tuple[Resolved, str]] = {}
+        for pk, path, declared, owner_id, source in rows:
+            resolved = self.owners.resolve(path, declared)
+            if resolved.user is None:
+                continue  # nobody may own it here (an organization without members)
+            wanted[pk] = (resolved, path)
+            if (owner_id, source) != (resolved.user.pk, resolved.source):
+                SourceDocument.objects.filter(pk=pk).update(owner=resolved.user,
+                                                            owner_source=resolved.source)
+        differing = (SourcePointer.objects
+                     .filter(document_id__in=list(wanted), fragment__scope=self.target.scope,
+                             fragment__status=FragmentStatus.ACTIVE,
+                             fragment__owner_set_by_person=False)
+                     .values_list("document_id", "fragment_id", "fragment__owner_id"))
+        changes: dict[int, list[int]] = {}  # document → its fragments to re-own
+        for document_id, fragment_id, owner_id in differing:
+            if owner_id != wanted[document_id][0].user.pk:
+                changes.setdefault(document_id, []).append(fragment_id)
+        if changes:
+            # An owner is no part of what is embedded: the feed and signal, no re-indexing.
+            with transaction.atomic(), fragment_service.indexing_handled_by_caller():
+                for document_id, fragment_ids in changes.items():
+                    resolved, path = wanted[document_id]
+                    fragment_service.update_metadata(
+                        SYSTEM, [Fragment(pk=pk) for pk in fragment_ids], owner=resolved.user,
+                        reason=f"owner from the repository: {resolved.why} for {path}")
+                    self.stats.touched.update(fragment_ids)
+        for warning in self.owners.warnings:
             if warning not in self.stats.warnings:
                 self.stats.warnings.append(warning)
-            return self.target.default_owner
-        return owner
 
     # -- removals and citation links ------------------------------------------------------------
     def _prune(self) -> None:
@@ -851,6 +888,11 @@ class Ingestor:
                     if fragment.pk != target_id:
                         Link.objects.get_or_create(source=fragment, target_id=target_id,
                                                    kind=kind)
+
+
+def _declared_owner(doc: NormalizedDocument) -> str:
+    """The front matter's ``owner:`` (a username), as the document states it."""
+    return str(doc.front_matter.get("owner") or "").strip()[:150]
 
 
 def whole_document_chunk(doc: NormalizedDocument) -> Chunk:

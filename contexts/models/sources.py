@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
@@ -31,6 +32,14 @@ class SourceDocument(models.Model):
     # Which source brought it (issue 38): ``git:<source public id>``, ``path:<root>``,
     # ``upload:<name>``, ``archive:<name>``. A job or sync retires only its own documents.
     origin = models.CharField(max_length=1100, blank=True, default="", db_index=True)
+    # Who the repository says owns it (contexts/ingestion/owners.py), re-resolved at every
+    # ingest and sync: the member, and from what — CODEOWNERS, front matter, git history, the
+    # scope's tech lead. Its fragments follow unless a person chose their owner.
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True,
+                              blank=True, related_name="+")
+    owner_source = models.CharField(max_length=16, blank=True, default="")
+    declared_owner = models.CharField(max_length=150, blank=True, default="",
+                                      help_text="the front matter's owner: as written")
 
     class Meta:
         ordering = ["path"]

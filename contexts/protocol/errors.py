@@ -28,7 +28,7 @@ from contexts.availability import outage
 from contexts.errors import error_body
 from contexts.ids import InvalidField
 from contexts.protocol.validation import too_large
-from contexts.services.errors import InvalidOperation
+from contexts.services.errors import EditConflict, InvalidOperation
 from contexts.usecases.errors import NotVisible, Refused
 
 logger = logging.getLogger(__name__)
@@ -84,6 +84,10 @@ def exception_handler(exc: Exception, context: dict) -> Response | None:
         exc = exceptions.PermissionDenied(str(exc))
     elif isinstance(exc, InvalidOperation):  # well-formed but not allowed: a 400 naming it
         exc = exceptions.ValidationError({exc.field: [str(exc)]} if exc.field else [str(exc)])
+    elif isinstance(exc, EditConflict):  # a stale version: 409 with both texts, nothing lost
+        exc = Conflict(str(exc), field="version", current_version=exc.current_version,
+                       current={"title": exc.current_title, "text": exc.current_body},
+                       submitted={"title": exc.submitted_title, "text": exc.submitted_body})
     elif isinstance(exc, InvalidField):  # e.g. a malformed id argument (contexts/ids.py)
         exc = exceptions.ValidationError({exc.field: [exc.reason]})
     elif (unavailable := outage(exc)) is not None:

@@ -11,6 +11,7 @@ from rest_framework import serializers
 from contexts.models import Fragment, FragmentKind
 from contexts.protocol.retrieval import scope_ref
 from contexts.protocol.validation import StrictSerializer
+from contexts.usecases.fragment_edits import EditText, FragmentRecord
 from contexts.usecases.fragments import MAX_BODY_CHARS, SIGNALS, Feedback, WriteFragment
 
 
@@ -25,13 +26,64 @@ class TargetScopeSerializer(StrictSerializer):
 
 
 class FragmentInSerializer(StrictSerializer):
+    """``text`` (or ``body``, its older name): the fragment's text. ``kind``: a session
+    summary into a session, prose elsewhere, unless given."""
+
     scope = TargetScopeSerializer()
-    body = serializers.CharField(max_length=MAX_BODY_CHARS)
+    text = serializers.CharField(max_length=MAX_BODY_CHARS, required=False)
+    body = serializers.CharField(max_length=MAX_BODY_CHARS, required=False,
+                                 help_text="the older name of text")
     title = serializers.CharField(max_length=300, required=False, allow_blank=True)
-    kind = serializers.ChoiceField(choices=FragmentKind.values,
-                                   default=FragmentKind.SESSION_SUMMARY)
+    kind = serializers.ChoiceField(choices=FragmentKind.values, required=False)
     heading_path = serializers.ListField(child=serializers.CharField(max_length=300),
                                          required=False, max_length=20)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if "text" in attrs and "body" in attrs:
+            raise serializers.ValidationError({"text": ["give text or body, not both"]})
+        if "text" not in attrs and "body" not in attrs:
+            raise serializers.ValidationError({"text": ["This field is required."]})
+        return attrs
+
+
+class FragmentEditSerializer(StrictSerializer):
+    text = serializers.CharField(max_length=MAX_BODY_CHARS, trim_whitespace=False)
+    version = serializers.IntegerField(min_value=1, help_text="the version you read: a "
+                                       "newer one answers 409 with both texts")
+    reason = serializers.CharField(max_length=300, required=False, allow_blank=True)
+
+
+class RecordSourceSerializer(serializers.Serializer):
+    path = serializers.CharField(allow_null=True)
+    repository = serializers.CharField(allow_null=True, help_text="the repository's id")
+    commit = serializers.CharField(allow_null=True)
+    state = serializers.CharField(allow_null=True,
+                                  help_text="in_sync, merged, conflict or gone")
+
+
+class RecordEvidenceSerializer(serializers.Serializer):
+    ref = serializers.CharField()
+    state = serializers.CharField(help_text="current, changed or missing")
+
+
+class RecordNudgeSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    kind = serializers.CharField()
+
+
+class FragmentRecordSerializer(serializers.Serializer):
+    id = serializers.CharField()
+    version = serializers.IntegerField()
+    title = serializers.CharField()
+    text = serializers.CharField()
+    kind = serializers.CharField()
+    status = serializers.CharField()
+    scope = serializers.CharField()
+    owner = serializers.CharField(allow_null=True, help_text="the owner's username")
+    source = RecordSourceSerializer()
+    verified_at = serializers.DateTimeField(allow_null=True)
+    evidence = RecordEvidenceSerializer(many=True)
+    open_nudges = RecordNudgeSerializer(many=True)
 
 
 class FragmentCreatedSerializer(serializers.Serializer):
@@ -53,9 +105,25 @@ class FeedbackAcceptedSerializer(serializers.Serializer):
 
 def write_command(data: Mapping[str, Any]) -> WriteFragment:
     """Validated :class:`FragmentInSerializer` data as the use case's command."""
-    return WriteFragment(scope=scope_ref(data["scope"]), body=data["body"],
-                         title=data.get("title", ""), kind=data["kind"],
+    kind = data.get("kind") or (FragmentKind.SESSION_SUMMARY if data["scope"].get("session_id")
+                                else FragmentKind.PROSE)
+    return WriteFragment(scope=scope_ref(data["scope"]), body=data.get("text", data.get("body")),
+                         title=data.get("title", ""), kind=kind,
                          heading_path=tuple(data.get("heading_path") or ()))
+
+
+def edit_command(fragment_id: str, data: Mapping[str, Any]) -> EditText:
+    return EditText(fragment_id=fragment_id, text=data["text"], version=data["version"],
+                    reason=data.get("reason", ""))
+
+
+def record_payload(record: FragmentRecord) -> dict[str, Any]:
+    fragment = record.fragment
+    return {"id": fragment.public_id, "version": fragment.version, "title": fragment.title,
+            "text": fragment.body, "kind": fragment.kind, "status": fragment.status,
+            "scope": fragment.scope.public_id, "owner": record.owner, "source": record.source,
+            "verified_at": record.verified_at, "evidence": record.evidence,
+            "open_nudges": record.open_nudges}
 
 
 def feedback_command(fragment_id: str, data: Mapping[str, Any]) -> Feedback:

@@ -30,7 +30,9 @@ def record_many(events: list[AuditEvent]) -> list[AuditEvent]:
 def build(principal: Any, action: str, obj: Any, *, org=None, before: dict | None = None,
           after: dict | None = None) -> AuditEvent:
     """An unsaved event, for :func:`record` or :func:`record_many`."""
-    token = principal if isinstance(principal, ApiToken) else None
+    # A person acting through a personal token: the person, and the token they used.
+    token = (principal if isinstance(principal, ApiToken)
+             else getattr(principal, "personal_token", None))
     user = principal_user(principal)
     return AuditEvent(
         org=org if org is not None else getattr(obj, "org", None),

@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import django.dispatch
+from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.db.models import F, Q
@@ -56,7 +57,7 @@ fragments_changed = django.dispatch.Signal()
 EDITABLE_METADATA = frozenset({"heading_path", "language", "symbol", "kind"})
 # Derived from the text by ingestion's chunker; stored with the version that carries the text.
 CHUNK_FIELDS = frozenset({"simhash", "token_count", "chunker_version"})
-METADATA_FIELDS = frozenset({"kind", "negative", "owner"})
+METADATA_FIELDS = frozenset({"kind", "negative", "owner", "owner_set_by_person"})
 
 CODE_KINDS = {FragmentKind.CODE}
 
@@ -441,9 +442,32 @@ def mark_negative(principal: Any, fragment: Fragment, negative: bool = True) -> 
 
 
 def reassign_owner(principal: Any, fragment: Fragment, new_owner) -> Fragment:
+    """A person's choice of owner (the console, a nudge's hand-over): it wins over what the
+    repository says (CODEOWNERS, front matter, history) until they clear it
+    (:func:`follow_repository_owner`); a sync no longer re-assigns the fragment."""
     name = new_owner.get_username() if new_owner is not None else "nobody"
-    changed = update_metadata(principal, [fragment], owner=new_owner,
-                              action="fragment.reassign_owner", reason=f"owner: {name}")
+    changes: dict[str, Any] = {"owner": new_owner}
+    if principal_user(principal) is not None:
+        changes["owner_set_by_person"] = True
+    changed = update_metadata(principal, [fragment], action="fragment.reassign_owner",
+                              reason=f"owner: {name}", **changes)
+    return changed[0] if changed else Fragment.objects.get(pk=fragment.pk)
+
+
+def follow_repository_owner(principal: Any, fragment: Fragment) -> Fragment:
+    """Clear a person's choice of owner: the fragment takes the owner its source's repository
+    names now (the owner its document last resolved to; kept when it has none, or that member
+    is deactivated), and every later sync re-assigns it again."""
+    owner_id = (SourcePointer.objects.filter(fragment_id=fragment.pk,
+                                             document__owner__isnull=False,
+                                             document__owner__is_active=True)
+                .order_by("document__path").values_list("document__owner_id", flat=True)
+                .first())
+    changes: dict[str, Any] = {"owner_set_by_person": False}
+    if owner_id is not None:
+        changes["owner"] = get_user_model().objects.get(pk=owner_id)
+    changed = update_metadata(principal, [fragment], action="fragment.follow_repository_owner",
+                              reason="owner: as the repository says", **changes)
     return changed[0] if changed else Fragment.objects.get(pk=fragment.pk)
 
 

@@ -33,6 +33,7 @@ CHECKS = [schemathesis.checks.not_a_server_error, status_code_conformance,
 OPERATIONS = {
     "GET /api/", "GET /api/whoami", "POST /api/contexts/retrieve", "POST /api/fragments",
     "POST /api/fragments/{fragment_id}/feedback", "GET /api/traces/{trace_id}",
+    "GET /api/fragments/{fragment_id}", "PATCH /api/fragments/{fragment_id}",
     "POST /api/sources", "GET /api/jobs/{job_id}",
     "POST /api/fragments/{fragment_id}/propose", "POST /api/proposals", "GET /api/proposals",
     "GET /api/proposals/{proposal_id}",

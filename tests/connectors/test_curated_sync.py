@@ -458,3 +458,12 @@ def test_the_console_conflict_page_is_not_for_everyone(team, world, client):
     client.force_login(stranger)
     assert client.get(url).status_code == 404
     assert Fragment.objects.get(pk=fragment.pk).source_state == FragmentSourceState.CONFLICT
+
+
+def test_the_owner_is_emailed_a_link_to_the_conflict_not_one_click_answers(team, mailoutbox,
+                                                                           django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=True):
+        fragment, _ = conflict(team)
+    [message] = [m for m in mailoutbox if m.to == [team.ada.email]]
+    assert f"/inbox/{fragment.public_id}/conflict" in message.body
+    assert "Still accurate:" not in message.body

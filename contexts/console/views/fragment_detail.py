@@ -21,7 +21,12 @@ from contexts.governance.nudges import answer_nudge
 from contexts.models import Fragment, FragmentVersion, Pin, Source
 from contexts.models.governance import NudgeAnswer
 from contexts.services.errors import EditConflict, InvalidOperation
-from contexts.services.fragments import edit_fragment, reassign_owner, supersede_fragment
+from contexts.services.fragments import (
+    edit_fragment,
+    follow_repository_owner,
+    reassign_owner,
+    supersede_fragment,
+)
 
 CONTENT_TARGET = "fragment-content"
 
@@ -109,10 +114,19 @@ def _detail_context(request: HttpRequest, seen: Visible, fragment: Fragment) -> 
         "supersedes": visible_fragments.filter(superseded_by=fragment),
         "nudges": fragment.nudges.select_related("owner", "answered_by")[:10],
         "supersede_form": SupersedeForm(),
+        "owner_source": _owner_source(fragment),
         "owner_form": OwnerForm(members=_member_names(seen, fragment),
                                 initial={"owner": fragment.owner.username
                                          if fragment.owner_id else NO_OWNER}),
     }
+
+
+def _owner_source(fragment: Fragment) -> str:
+    """Where the repository's owner of the fragment's source came from (CODEOWNERS, …)."""
+    source = (fragment.sources.exclude(document__owner_source="")
+              .order_by("document__path").values_list("document__owner_source", flat=True)
+              .first())
+    return (source or "").replace("_", " ")
 
 
 def _member_names(seen: Visible, fragment: Fragment) -> list[str]:
@@ -263,3 +277,17 @@ def fragment_owner(request: HttpRequest, fragment_id: str) -> HttpResponse:
         messages.error(request, str(exc))
     return redirect("console:fragment", fragment_id=fragment.public_id)
 
+
+@login_required
+@require_POST
+def fragment_owner_follow(request: HttpRequest, fragment_id: str) -> HttpResponse:
+    """Clear a person's choice of owner: the repository's owners (CODEOWNERS, front matter,
+    history, the tech lead) decide again, now and at every sync."""
+    fragment = get_fragment(request, fragment_id)
+    try:
+        fragment = follow_repository_owner(request.user, fragment)
+        name = fragment.owner.get_username() if fragment.owner_id else "nobody"
+        messages.success(request, f"The owner follows the repository again: {name}.")
+    except InvalidOperation as exc:
+        messages.error(request, str(exc))
+    return redirect("console:fragment", fragment_id=fragment.public_id)

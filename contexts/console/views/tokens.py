@@ -8,9 +8,9 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
-from accounts.models import Organization, ScopeKind
-from accounts.tokens import create_token, revoke_token
-from contexts.console.forms import TokenForm
+from accounts.models import ApiToken, Membership, Organization, ScopeKind
+from accounts.tokens import create_personal_token, create_token, revoke_token
+from contexts.console.forms import PersonalTokenForm, TokenForm
 from contexts.console.querysets import visible
 from contexts.console.rendering import htmx_partial
 from contexts.console.views.common import get_org, org_context
@@ -72,3 +72,45 @@ def token_revoke(request: HttpRequest, slug: str, token_id: str) -> HttpResponse
     if htmx_partial(request):
         return render(request, "htmx/token_row.html", {"org": org, "token": token})
     return redirect("console:tokens", slug=org.slug)
+
+
+def _member_org(request: HttpRequest, slug: str) -> Organization:
+    org = get_org(request, slug)  # 404 for strangers
+    if not Membership.objects.filter(user=request.user, org=org).exists():
+        raise PermissionDenied("personal tokens are for members of the organization")
+    return org
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def personal_tokens(request: HttpRequest, slug: str) -> HttpResponse:
+    """Your personal tokens in this organization: they act as you, with your roles (a team's
+    scripts: ``GET``/``PATCH /api/fragments/{id}``, ``POST /api/fragments``)."""
+    org = _member_org(request, slug)
+    created = raw = None
+    status = 200
+    form = PersonalTokenForm(request.POST if request.method == "POST" else None)
+    if request.method == "POST":
+        if form.is_valid():
+            created, raw = create_personal_token(
+                org, request.user, form.cleaned_data["name"], created_by=request.user,
+                expires_in_days=form.cleaned_data["expires_in_days"])
+            form = PersonalTokenForm()
+            status = 201
+        else:
+            status = 400
+    response = render(request, "console/personal_tokens.html", {
+        **org_context(request, org, "tokens"), "form": form, "created": created, "raw": raw,
+        "tokens": ApiToken.objects.filter(org=org, user=request.user),
+    }, status=status)
+    response["Cache-Control"] = "no-store"  # the raw secret is in this one response only
+    return response
+
+
+@login_required
+@require_POST
+def personal_token_revoke(request: HttpRequest, slug: str, token_id: str) -> HttpResponse:
+    org = _member_org(request, slug)
+    token = get_object_or_404(ApiToken, org=org, user=request.user, public_id=token_id)
+    revoke_token(token, actor=request.user)
+    return redirect("console:personal-tokens", slug=org.slug)

@@ -1,0 +1,89 @@
+"""A fragment as a team's scripts read and edit it (issue 38): ``GET /api/fragments/{id}`` and
+``PATCH /api/fragments/{id}``, usually with a personal token acting as a member.
+
+Reading needs only that the principal reads the fragment (missing and unreadable alike are
+:class:`NotVisible`); editing goes through the one door for versioned writes
+(``services.fragments.edit_fragment``): the curator roles, secret screening, a version and an
+audit event naming the person — and optimistic concurrency: an edit based on a version that is
+no longer current raises ``EditConflict`` carrying both texts."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+from typing import Any
+
+from accounts.permissions import may
+from contexts.models import Fragment, Nudge, SourcePointer
+from contexts.models.governance import NudgeState
+from contexts.services.errors import InvalidOperation
+from contexts.services.fragments import edit_fragment
+from contexts.usecases.errors import Refused
+from contexts.usecases.fragments import MAX_BODY_CHARS, visible_fragment
+
+
+@dataclasses.dataclass(frozen=True)
+class FragmentRecord:
+    fragment: Fragment
+    owner: str | None
+    source: dict[str, Any]
+    verified_at: dt.datetime | None
+    evidence: list[dict[str, str]]
+    open_nudges: list[dict[str, Any]]
+
+
+@dataclasses.dataclass(frozen=True)
+class EditText:
+    fragment_id: str  # a public id, as the caller sent it
+    text: str
+    version: int      # the version the edit is based on
+    reason: str = ""
+
+
+def fragment_record(principal: Any, fragment_id: str) -> FragmentRecord:
+    """What a script needs of a fragment: its text and version, owner, where it came from and
+    how current that is, what it rests on, and what its owner is being asked."""
+    fragment = visible_fragment(principal, fragment_id)
+    fragment = (Fragment.objects.select_related("owner", "scope").get(pk=fragment.pk))
+    return FragmentRecord(
+        fragment=fragment,
+        owner=fragment.owner.get_username() if fragment.owner_id else None,
+        source=_source(fragment), verified_at=fragment.verified_at,
+        evidence=[{"ref": str(item.get("ref", "")), "state": str(item.get("state", ""))}
+                  for item in fragment.evidence or () if isinstance(item, dict)],
+        open_nudges=[{"id": pk, "kind": kind} for pk, kind in Nudge.objects.filter(
+            fragment=fragment).exclude(state=NudgeState.ANSWERED)
+            .order_by("pk").values_list("pk", "kind")])
+
+
+def _source(fragment: Fragment) -> dict[str, Any]:
+    pointer = (SourcePointer.objects.filter(fragment=fragment)
+               .select_related("document__repository").order_by("document__path").first())
+    if pointer is None:
+        return {"path": None, "repository": None, "commit": None,
+                "state": fragment.source_state or None}
+    document = pointer.document
+    return {"path": document.path,
+            "repository": document.repository.public_id if document.repository_id else None,
+            "commit": document.source_commit or pointer.base_commit or None,
+            "state": fragment.source_state or None}
+
+
+def edit_text(principal: Any, command: EditText) -> Fragment:
+    """A new version of the fragment's text, as the principal (a curator of its scope)."""
+    fragment = visible_fragment(principal, command.fragment_id)
+    if not may(principal, "curate", fragment.scope):
+        raise Refused("you may not edit fragments of this scope: curators, tech leads and "
+                      "administrators do")
+    if not command.text.strip():
+        raise InvalidOperation("text must not be empty", field="text")
+    if len(command.text) > MAX_BODY_CHARS:
+        raise InvalidOperation(f"at most {MAX_BODY_CHARS} characters", field="text")
+    try:
+        return edit_fragment(principal, fragment, based_on_version=command.version,
+                             body=command.text, reason=command.reason or "edited through the API")
+    except InvalidOperation as exc:
+        if exc.field == "body":
+            raise InvalidOperation(str(exc).replace("body", "text"), field="text") from exc
+        raise
+
