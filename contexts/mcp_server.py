@@ -59,6 +59,7 @@ from contexts.protocol.proposals import (
     propose_new_command,
 )
 from contexts.protocol.retrieval import (
+    CURRENCY_STATES,
     RetrieveRequestSerializer,
     response_payload,
     retrieve_command,
@@ -245,12 +246,22 @@ async def retrieve(
         description="override the configured reranker",
         json_schema_extra={"enum": [*_choices(RetrieveRequestSerializer, "reranker"), None]},
     )] = None,
+    max_age_days: Annotated[float | None, Field(
+        description="leave out fragments neither edited nor verified within this many days")
+    ] = None,
+    verified_only: Annotated[bool | None, Field(
+        description="only fragments someone verified")] = None,
+    exclude_states: Annotated[list[str] | None, Field(
+        description="leave out fragments whose source or evidence state is one of these",
+        json_schema_extra={"items": {"enum": list(CURRENCY_STATES)}})] = None,
 ) -> ToolResult:
     body = _without_none({
         "query": query, "scope": scope.model_dump(), "budget_tokens": budget_tokens,
         "k_lexical": k_lexical, "k_dense": k_dense, "rerank_top": rerank_top,
         "freshness_halflife_days": freshness_halflife_days, "min_score": min_score,
         "include_superseded": include_superseded, "as_of": as_of, "reranker": reranker,
+        "max_age_days": max_age_days, "verified_only": verified_only,
+        "exclude_states": exclude_states,
     })
 
     def operation(token: ApiToken) -> dict[str, Any]:

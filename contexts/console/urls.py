@@ -65,6 +65,8 @@ urlpatterns = [
          name="fragment-supersede"),
     path("fragments/<pid:fragment_id>/owner", fragment_detail.fragment_owner,
          name="fragment-owner"),
+    path("fragments/<pid:fragment_id>/verify", fragment_detail.fragment_verify,
+         name="fragment-verify"),
     path("fragments/<pid:fragment_id>/owner/follow", fragment_detail.fragment_owner_follow,
          name="fragment-owner-follow"),
     path("fragments/<pid:fragment_id>/pin", fragments.pin, name="fragment-pin"),

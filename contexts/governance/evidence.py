@@ -31,7 +31,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db.models import Q
+from django.db.models import Exists, OuterRef, Q
 
 from accounts.models import Repository, Scope
 from accounts.permissions import principal_user
@@ -39,7 +39,14 @@ from contexts.governance.clock import per_kind, smallest
 from contexts.governance.clock import resolve as resolve_now
 from contexts.ingestion.chunk_code import definitions
 from contexts.ingestion.normalize import normalize
-from contexts.models import Fragment, FragmentStatus, Nudge, SourceDocument, SourcePointer
+from contexts.models import (
+    Fragment,
+    FragmentStatus,
+    FragmentVersion,
+    Nudge,
+    SourceDocument,
+    SourcePointer,
+)
 from contexts.models.fragments import EvidenceState, FragmentSourceState, Namespace
 from contexts.models.governance import NudgeAnswer, NudgeKind, NudgeState
 from contexts.services import evidence as evidence_service
@@ -324,15 +331,26 @@ def resnapshot(fragment: Fragment) -> list[dict]:
 def verify_due(org_id: int, now: dt.datetime | None = None) -> dict[int, str]:
     """fragment pk → reason, for every active fragment a person vouches for whose kind's
     verify-by interval (``GOVERNANCE_VERIFY_AFTER_DAYS``) passed since it was last verified or
-    edited. "Vouches for": written or edited by a person (``source_state`` empty, merged,
-    in conflict or gone) or verified before — a fragment that follows its file unedited is
-    kept true by its syncs."""
+    edited. "Vouches for": a person wrote one of its texts (not merely changed its owner or
+    kind), its text is a person's merged with its file (merged, in conflict, gone), or someone
+    verified it before — what the system wrote from files alone is kept true by the syncs,
+    not by a calendar."""
     now = resolve_now(now)
     cutoff = now - dt.timedelta(days=smallest("GOVERNANCE_VERIFY_AFTER_DAYS"))
+    # A version a person wrote whose text is new (not a metadata change such as a hand-over,
+    # which copies the text before it).
+    same_text_before = FragmentVersion.objects.filter(
+        fragment=OuterRef("fragment"), number=OuterRef("number") - 1, body=OuterRef("body"))
+    by_person = Exists(FragmentVersion.objects.filter(fragment=OuterRef("pk"),
+                                                      editor__isnull=False)
+                       .exclude(Exists(same_text_before)))
     rows = (Fragment.objects.filter(org_id=org_id, status=FragmentStatus.ACTIVE,
                                     last_edited_at__lt=cutoff)
             .filter(Q(verified_at__isnull=True) | Q(verified_at__lt=cutoff))
-            .filter(~Q(source_state=FragmentSourceState.IN_SYNC) | Q(verified_at__isnull=False))
+            .filter(by_person | Q(verified_at__isnull=False)
+                    | Q(source_state__in=[FragmentSourceState.MERGED,
+                                          FragmentSourceState.CONFLICT,
+                                          FragmentSourceState.GONE]))
             .values_list("pk", "kind", "last_edited_at", "verified_at"))
     due = {}
     for pk, kind, edited, verified in rows:

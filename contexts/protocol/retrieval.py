@@ -13,13 +13,19 @@ from rest_framework import serializers
 from rest_framework.exceptions import ValidationError
 
 from contexts.ids import PUBLIC_ID, SLUG
+from contexts.models import FragmentSourceState
 from contexts.protocol.validation import StrictSerializer
 from contexts.retrieval import RetrievalResult
 from contexts.retrieval.types import ComposedFragment
+from contexts.services.evidence import STATES as EVIDENCE_STATES
+from contexts.services.evidence import summary as evidence_summary
 from contexts.usecases.org_scope import ALL_REPOSITORIES
 from contexts.usecases.retrieval import Retrieve, ScopeRef
 
 LIMITS = settings.RETRIEVAL
+# What ``exclude_states`` may name: a fragment's source state (how it stands against the file
+# that brought it) and its evidence state (what its text cites).
+CURRENCY_STATES = (*FragmentSourceState.values, *EVIDENCE_STATES)
 
 
 def finite(value: float) -> None:
@@ -68,6 +74,17 @@ class RetrieveRequestSerializer(StrictSerializer):
     include_superseded = serializers.BooleanField(default=False)
     as_of = serializers.DateTimeField(required=False, allow_null=True)
     reranker = serializers.ChoiceField(choices=["none", "cross-encoder"], required=False)
+    # How current the answer must be (docs/api.md, "How current an answer is").
+    max_age_days = serializers.FloatField(
+        required=False, allow_null=True, min_value=0.0, max_value=36500, validators=[finite],
+        help_text="leave out fragments neither edited nor verified within this many days "
+                  "(age: since the later of the last edit and the last verification)")
+    verified_only = serializers.BooleanField(
+        default=False, help_text="only fragments someone verified (verified_at set)")
+    exclude_states = serializers.ListField(
+        child=serializers.ChoiceField(choices=CURRENCY_STATES), required=False,
+        max_length=len(CURRENCY_STATES),
+        help_text="leave out fragments whose source.state or evidence.state is one of these")
 
 
 class SourceSerializer(serializers.Serializer):
@@ -79,10 +96,24 @@ class SourceSerializer(serializers.Serializer):
         allow_null=True,
         help_text="for a file of a git source (docs/sources.md): the commit its text was read "
                   "at; null otherwise")
+    state = serializers.ChoiceField(
+        choices=FragmentSourceState.values, allow_null=True,
+        help_text="how the fragment stands against this file: in_sync, merged (a person's "
+                  "edit merged with upstream), conflict (the person's text is served, the "
+                  "owner asked) or gone (the source text was deleted); null for none")
     url = serializers.CharField(
         allow_null=True,
         help_text="a permalink to those lines at that commit, when the source has a web URL "
                   "template; null otherwise")
+
+
+class EvidenceSummarySerializer(serializers.Serializer):
+    state = serializers.ChoiceField(
+        choices=EVIDENCE_STATES, allow_null=True,
+        help_text="what the fragment's text cites: current, changed (since it was verified) "
+                  "or missing; null when it cites nothing")
+    refs = serializers.IntegerField(help_text="what it rests on: cited references and sources")
+    changed = serializers.IntegerField(help_text="cited references changed or missing")
 
 
 class FragmentOutSerializer(serializers.Serializer):
@@ -93,6 +124,9 @@ class FragmentOutSerializer(serializers.Serializer):
     tokens = serializers.IntegerField()
     source = SourceSerializer(allow_null=True)
     updated_at = serializers.DateTimeField()
+    verified_at = serializers.DateTimeField(allow_null=True,
+                                            help_text="when someone last verified it")
+    evidence = EvidenceSummarySerializer()
     kind = serializers.CharField()
     pinned = serializers.BooleanField()
     negative = serializers.BooleanField()
@@ -127,7 +161,7 @@ def fragment_payload(item: ComposedFragment) -> dict:
     if first is not None:
         source = {"path": first.path, "repository": first.repository, "anchor": first.anchor,
                   "lines": [first.start_line, first.end_line], "commit": first.commit,
-                  "url": first.url}
+                  "state": fragment.source_state or None, "url": first.url}
     return {
         "id": fragment.public_id,
         "doc_id": f"{first.path}#{first.anchor}" if first else None,
@@ -136,6 +170,9 @@ def fragment_payload(item: ComposedFragment) -> dict:
         "tokens": item.tokens,
         "source": source,
         "updated_at": max(t for t in (fragment.last_edited_at, fragment.verified_at) if t),
+        "verified_at": fragment.verified_at,
+        "evidence": evidence_summary(fragment.evidence_state, cited=item.cited[0],
+                                     changed=item.cited[1], sources=len(item.sources)),
         "kind": fragment.kind,
         "pinned": item.candidate.pinned,
         "negative": fragment.negative,
@@ -170,4 +207,6 @@ def retrieve_command(data: Mapping[str, Any]) -> Retrieve:
         k_dense=data["k_dense"], rerank_top=data["rerank_top"], min_score=data["min_score"],
         freshness_halflife_days=data.get("freshness_halflife_days"),
         include_superseded=data["include_superseded"], as_of=data.get("as_of"),
-        reranker=data.get("reranker"))
+        reranker=data.get("reranker"), max_age_days=data.get("max_age_days"),
+        verified_only=data["verified_only"],
+        exclude_states=tuple(dict.fromkeys(data.get("exclude_states") or ())))

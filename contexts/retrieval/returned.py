@@ -18,12 +18,17 @@ from contexts.retrieval.types import Candidate, Citation, ComposedFragment
 # ~10 µs to parse, and a bundle may hold 50 fragments.
 _RETURNED = {"id", "public_id", "org_id", "scope_id", "kind", "namespace", "negative", "title",
              "heading_path", "body", "language", "symbol", "version", "chunker_version",
-             "status", "last_edited_at", "verified_at"}
+             "status", "last_edited_at", "verified_at", "source_state", "evidence_state"}
 _FRAGMENT_FIELDS, _FRAGMENT_COLUMNS = model_columns(Fragment, "f", only=_RETURNED)
 assert _FRAGMENT_FIELDS[0] == "id"  # complete() reads each row's pk from its first column
-# A document read from a git source carries the commit it was read at.
+# A document read from a git source carries the commit it was read at. What the fragment
+# cites (its evidence, issue 38) comes as two counts — references, and those changed or
+# missing — in the same statement: no second round trip, no JSON to parse.
 _COMPLETE_SQL = f"""
-    SELECT {_FRAGMENT_COLUMNS}, d.path, r.slug, p.anchor, p.start_line, p.end_line,
+    SELECT {_FRAGMENT_COLUMNS}, jsonb_array_length(f.evidence),
+           (SELECT count(*) FROM jsonb_array_elements(f.evidence) e
+             WHERE e->>'state' <> 'current'),
+           d.path, r.slug, p.anchor, p.start_line, p.end_line,
            d.source_commit, d.repository_id
     FROM contexts_fragment f
     LEFT JOIN contexts_sourcepointer p ON p.fragment_id = f.id
@@ -53,12 +58,13 @@ def complete(packed: list[Candidate], rows: CandidateRows) -> list[ComposedFragm
     with prepared_cursor() as cursor:
         cursor.execute(_COMPLETE_SQL, [sorted(by_pk)])
         for row in cursor.fetchall():
-            pk, (*citation, repository_id) = row[0], row[width:]
+            pk, (refs, changed, *citation, repository_id) = row[0], row[width:]
             if pk not in items:
                 fragment = Fragment.from_db(connection.alias, _FRAGMENT_FIELDS, row[:width])
                 items[pk] = ComposedFragment(fragment, by_pk[pk],
                                              compress(fragment.body, fragment.heading_path),
-                                             rows.by_pk[pk].packed_tokens)
+                                             rows.by_pk[pk].packed_tokens,
+                                             cited=(refs or 0, changed or 0))
             if citation[0] is not None:
                 cited.append((pk, tuple(citation), repository_id))
         templates = {}

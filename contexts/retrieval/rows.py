@@ -8,9 +8,11 @@ read twice and no stage costs a round trip of its own. Every read here must run 
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Collection, Iterable, Mapping
 
 from django.db import connection
+from django.utils import timezone
 
 from accounts.sql import prepared_cursor
 from contexts.compression import packed_tokens
@@ -41,9 +43,25 @@ def statuses(request: RetrievalRequest) -> tuple[str, ...]:
 def retrievable(request: RetrievalRequest) -> str:
     """The one rule for which fragment rows (alias ``f``) a request may return: its
     organization and scopes (row-level security draws the same line), a retrievable status,
-    valid at ``as_of`` (now: not past its expiry). Parameters: :func:`retrievable_params`."""
+    valid at ``as_of`` (now: not past its expiry), and current enough (:func:`current`).
+    Parameters: :func:`retrievable_params`."""
     return ("f.org_id = %(org)s AND f.scope_ids && %(scopes)s::int[] "
-            "AND f.status = ANY(%(statuses)s) AND " + valid(request))
+            "AND f.status = ANY(%(statuses)s) AND " + valid(request) + current(request))
+
+
+def current(request: RetrievalRequest) -> str:
+    """The request's currency filters (docs/api.md), as SQL appended to the scope rule — only
+    those asked for, so the usual request keeps its one prepared statement. Age is the time
+    since the later of the last edit and the last verification."""
+    clauses = ""
+    if request.max_age_days is not None:
+        clauses += " AND greatest(f.last_edited_at, f.verified_at) >= %(fresh_since)s"
+    if request.verified_only:
+        clauses += " AND f.verified_at IS NOT NULL"
+    if request.exclude_states:
+        clauses += (" AND NOT (f.source_state = ANY(%(excluded_states)s)"
+                    " OR f.evidence_state = ANY(%(excluded_states)s))")
+    return clauses
 
 
 def valid(request: RetrievalRequest) -> str:
@@ -57,8 +75,13 @@ def valid(request: RetrievalRequest) -> str:
 
 
 def retrievable_params(request: RetrievalRequest) -> dict:
-    return {"org": request.org_id, "scopes": pg_int_array(request.scope_ids),
-            "statuses": list(statuses(request)), "as_of": request.as_of}
+    params = {"org": request.org_id, "scopes": pg_int_array(request.scope_ids),
+              "statuses": list(statuses(request)), "as_of": request.as_of}
+    if request.max_age_days is not None:
+        params["fresh_since"] = timezone.now() - dt.timedelta(days=request.max_age_days)
+    if request.exclude_states:
+        params["excluded_states"] = list(request.exclude_states)
+    return params
 
 
 # Public ids become pks in a sub-select: with "id = ANY OR public_id = ANY" the planner read

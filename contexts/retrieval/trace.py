@@ -40,6 +40,8 @@ def build_trace(request: RetrievalRequest, result: RetrievalResult,
             "include_superseded": request.include_superseded,
             "as_of": request.as_of.isoformat() if request.as_of else None,
             "legs": list(request.legs),
+            # How current the answer had to be (max_age_days, verified_only, exclude_states).
+            **request.currency_filters(),
             **result.fusion.as_dict(),
             "adaptive": result.adaptive,
             "weights": vars(result.weights),

@@ -109,6 +109,19 @@ class RetrievalRequest:
     max_fragments: int | None = None
     include_pins: bool = True
     count_use: bool = True               # evaluation runs do not touch the use counters
+    # How current an answer must be (issue 38; docs/api.md): a fragment last edited or
+    # verified more than this many days ago is left out; only verified fragments; none whose
+    # source_state or evidence_state is one of these. Applied with the scope rule
+    # (rows.retrievable), before any scoring.
+    max_age_days: float | None = None
+    verified_only: bool = False
+    exclude_states: tuple[str, ...] = ()
+
+    def currency_filters(self) -> dict:
+        """The filters as the trace records them (empty when none is asked for)."""
+        asked = {"max_age_days": self.max_age_days, "verified_only": self.verified_only,
+                 "exclude_states": list(self.exclude_states)}
+        return {key: value for key, value in asked.items() if value}
 
 
 class CandidateRow(NamedTuple):
@@ -180,6 +193,9 @@ class ComposedFragment:
     text: str
     tokens: int
     sources: list[Citation] = field(default_factory=list)  # by path, then first line
+    # What it cites beside its sources: (references, how many changed or missing), read in
+    # the statement that reads the fragment (contexts.retrieval.returned).
+    cited: tuple[int, int] = (0, 0)
 
 
 @dataclass

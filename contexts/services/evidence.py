@@ -96,14 +96,20 @@ def entries(fragment: Fragment) -> list[dict]:
     return [*source_entries(fragment), *(dict(e) for e in fragment.evidence or [])]
 
 
-def summary(evidence: list[dict] | None, state: str, *, sources: int = 0) -> dict[str, Any]:
-    """What an answer says of a fragment's evidence: its state (null when it cites nothing),
-    how many things it rests on (its cited references plus its source pointers) and how many of
-    the cited ones changed or are missing. Shared by retrieval answers and
-    ``GET /api/fragments/{id}``."""
-    cited = evidence or []
-    return {"state": state or None, "refs": len(cited) + sources,
-            "changed": sum(e.get("state") != EvidenceState.CURRENT for e in cited)}
+def summary(state: str, *, cited: int, changed: int, sources: int = 0) -> dict[str, Any]:
+    """What an answer says of a fragment's evidence: ``state`` its evidence_state (null when it
+    cites nothing), ``refs`` how many things it rests on (what its text cites plus its source
+    pointers), ``changed`` how many of the cited ones changed or are missing. Shared by
+    retrieval answers (REST, MCP, the console's preview) and ``GET /api/fragments/{id}``."""
+    return {"state": state or None, "refs": cited + sources, "changed": changed}
+
+
+def summary_of(fragment: Fragment) -> dict[str, Any]:
+    """:func:`summary` of a fragment row (one query for its source pointers)."""
+    cited = fragment.evidence or []
+    return summary(fragment.evidence_state, cited=len(cited),
+                   changed=sum(e.get("state") != EvidenceState.CURRENT for e in cited),
+                   sources=SourcePointer.objects.filter(fragment_id=fragment.pk).count())
 
 
 def public(entries_: Iterable[dict]) -> list[dict[str, Any]]:

@@ -55,6 +55,10 @@ class Retrieve:
     # Compose weights typed by a curator (console); one left None keeps the persona's (or
     # the default). None: no override.
     weights: Mapping[str, float | None] | None = None
+    # How current the answer must be (contexts.retrieval.rows.current).
+    max_age_days: float | None = None
+    verified_only: bool = False
+    exclude_states: tuple[str, ...] = ()
 
 
 def plan(principal: Any, command: Retrieve) -> Plan:
@@ -89,6 +93,8 @@ def plan(principal: Any, command: Retrieve) -> Plan:
         min_score=command.min_score, include_superseded=command.include_superseded,
         as_of=command.as_of, reranker=command.reranker,
         persona_id=persona.pk if persona else None,
+        max_age_days=command.max_age_days, verified_only=command.verified_only,
+        exclude_states=tuple(command.exclude_states),
     )
     return Plan(_with_weights(request, command.weights), principal, readable, scope,
                 org.scope_id)

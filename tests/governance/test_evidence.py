@@ -28,6 +28,7 @@ from contexts.services.fragments import create_fragment, edit_fragment
 from contexts.usecases.curation import verify
 from contexts.usecases.sources import AddGitSource, add_source
 from tests.connectors.conftest import GitRepo, git_identity  # noqa: F401 - autouse fixture
+from tests.console.conftest import client_for
 from tests.factories import MembershipFactory, OrganizationFactory, RepositoryFactory
 
 pytestmark = pytest.mark.django_db
@@ -202,3 +203,28 @@ def test_verify_by_intervals_per_kind(setup, settings):
     nudge.refresh_from_db()
     assert nudge.state == NudgeState.ANSWERED
     assert evidence.verify_due(repository.org_id, now) == {}
+
+
+def test_the_fragment_page_shows_and_verifies(setup, django_capture_on_commit_callbacks):
+    """The console's fragment page: "Verified: never", the evidence with its state, and a
+    Verify button that records who; a viewer may not verify."""
+    repo, source, repository, lead = setup
+    repo.commit("first", {"src/x.py": REFILL + "\n\n" + TAKE})
+    sync(source, django_capture_on_commit_callbacks)
+    fragment = create_fragment(lead, repository.scope, title="Limits", body=TEXT)
+    page = client_for(lead).get(f"/fragments/{fragment.public_id}/")
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert 'id="verified">never' in html and "<code>refill_bucket</code> in <code>src/x.py</code>" \
+        in html
+    viewer = MembershipFactory(org=repository.org, role=Role.VIEWER, user__username="v").user
+    assert client_for(viewer).post(
+        f"/fragments/{fragment.public_id}/verify").status_code in (403, 404)
+    fragment.refresh_from_db()
+    assert fragment.verified_at is None
+    answer = client_for(lead).post(f"/fragments/{fragment.public_id}/verify")
+    assert answer.status_code == 302
+    fragment.refresh_from_db()
+    assert fragment.verified_by == lead
+    html = client_for(lead).get(f"/fragments/{fragment.public_id}/").content.decode()
+    assert f"{fragment.verified_at:%Y-%m-%d}</time> by lead" in html

@@ -27,6 +27,7 @@ from contexts.services.fragments import (
     reassign_owner,
     supersede_fragment,
 )
+from contexts.usecases import curation
 
 CONTENT_TARGET = "fragment-content"
 
@@ -256,6 +257,21 @@ def fragment_supersede(request: HttpRequest, fragment_id: str) -> HttpResponse:
     else:
         messages.error(request, "Give the replacement's fragment id.")
     return navigate(request, reverse("console:fragment", args=[fragment.public_id]))
+
+
+@login_required
+@require_POST
+def fragment_verify(request: HttpRequest, fragment_id: str) -> HttpResponse:
+    """"Verified: still true as it stands" — who and when, the evidence re-resolved as current,
+    its evidence and verify-by nudges answered (``contexts.usecases.curation.verify``).
+    Curators of its scope; back to ``next`` (the inbox) or the fragment's page."""
+    fragment = get_fragment(request, fragment_id)
+    if not visible(request).may("curate", fragment.scope):
+        raise PermissionDenied("you may not verify fragments in this scope")
+    curation.verify(request.user, fragment)
+    messages.success(request, "Verified: still true as it stands.")
+    return redirect(safe_next(request) or reverse("console:fragment",
+                                                  args=[fragment.public_id]))
 
 
 @login_required
