@@ -1,12 +1,12 @@
 #!/usr/bin/env python
-"""Django's command-line utility for administrative tasks (see contexts/cli.py: the settings
+"""Django's command-line utility for administrative tasks (see contexts/stack/cli.py: the settings
 `make run` recorded, and a one-line answer when the database cannot be reached)."""
 
 import sys
 
 
 def main() -> None:
-    from contexts.cli import main as run
+    from contexts.stack.cli import main as run
 
     run(sys.argv)
 

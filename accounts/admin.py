@@ -22,7 +22,7 @@ from accounts.models import (
 class GuardedModelAdmin(_GuardedModelAdmin):
     """django-guardian's admin with its object-permission URLs taking digits only: its views
     look ``<object_pk>`` (and the user or group id) up as given, and anything but a number was
-    a 500 there (red-team finding 5). ``<digits:…>`` is registered in ``contexts/ids.py``."""
+    a 500 there (red-team finding 5). ``<digits:…>`` is registered in ``contexts/kernel/ids.py``."""
 
     def get_urls(self) -> list:
         return [_digits_only(url) if "permissions/" in str(url.pattern) else url

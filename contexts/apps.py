@@ -8,15 +8,11 @@ class ContextsConfig(AppConfig):
 
     def ready(self) -> None:
         from accounts.tokens import token_changed
-        from contexts import (
-            follower,
-            mail,  # noqa: F401 - registers its deploy check
-            metrics,
-            signals,  # noqa: F401 - connects receivers
-        )
         from contexts.governance import evidence, evidence_follow, nudges, secret_nudges
-        from contexts.ids import register_converters
-        from contexts.logfilters import redact_every_handler
+        from contexts.indexes import follower
+        from contexts.kernel import metrics
+        from contexts.kernel.ids import register_converters
+        from contexts.kernel.logfilters import redact_every_handler
         from contexts.services.evidence import documents_changed, text_written
         from contexts.services.fragments import fragments_changed
         from contexts.services.secrets import secrets_found

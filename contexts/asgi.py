@@ -1,7 +1,7 @@
 """ASGI entry point (what gunicorn's uvicorn workers serve): ``/mcp`` is the MCP server
-(``contexts.mcp_server``), everything else is Django.
+(``contexts.mcp.server``), everything else is Django.
 
-Django is served as its WSGI application in a small thread pool (``contexts.wsgi_bridge``, one
+Django is served as its WSGI application in a small thread pool (``contexts.web.wsgi_bridge``, one
 thread hop per request; ``a2wsgi`` for uploads and other long bodies), not through Django's
 ASGI handler. Every view and middleware here is synchronous, and the ASGI handler runs
 them by hopping between the event loop and a thread several times per request (the middleware
@@ -25,9 +25,9 @@ wsgi_application = get_wsgi_application()
 from django.conf import settings  # noqa: E402
 from starlette.types import ASGIApp, Receive, Scope, Send  # noqa: E402
 
-from contexts import serving  # noqa: E402
-from contexts.mcp_server import MCP_PATH, build_application  # noqa: E402
-from contexts.wsgi_bridge import WSGIBridge  # noqa: E402
+from contexts.mcp.server import MCP_PATH, build_application  # noqa: E402
+from contexts.web import serving  # noqa: E402
+from contexts.web.wsgi_bridge import WSGIBridge  # noqa: E402
 
 serving.prepare()
 

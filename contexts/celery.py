@@ -5,7 +5,7 @@ import os
 from celery import Celery
 from celery.signals import after_setup_logger, after_setup_task_logger
 
-from contexts.logfilters import redact_every_handler
+from contexts.kernel.logfilters import redact_every_handler
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "contexts.settings")
 

@@ -1,19 +1,20 @@
 """Django settings for Contexts, read from the environment (twelve-factor).
 
-Defaults run everything embedded on one machine (see ``contexts/embedded.py``): PostgreSQL and
+Defaults run everything embedded on one machine (see ``contexts/stack/servers.py``): PostgreSQL and
 Redis listen on 127.0.0.1 at ``CONTEXTS_PG_PORT`` / ``CONTEXTS_REDIS_PORT`` with their data under
 ``CONTEXTS_VAR_DIR``. Setting ``DATABASE_URL`` / ``REDIS_URL`` switches to external services.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 from pathlib import Path
 
 import dj_database_url
 
-from contexts.runsettings import served_url
+from contexts.stack.runsettings import served_url
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -109,8 +110,8 @@ USE_EMBEDDED_POSTGRES = not DATABASE_URL
 USE_EMBEDDED_REDIS = not REDIS_URL
 # Both embedded services require a password, generated once into var/secrets/ (0600). The
 # application connects as contexts_app (no superuser, no BYPASSRLS, owns nothing); migrations,
-# backups and restores as the owner, DATABASE_OWNER below (contexts/owner_db.py).
-from contexts.embedded import PG_APP_ROLE, PG_OWNER_ROLE, embedded_secret  # noqa: E402
+# backups and restores as the owner, DATABASE_OWNER below (contexts/stack/owner_db.py).
+from contexts.stack.servers import PG_APP_ROLE, PG_OWNER_ROLE, embedded_secret  # noqa: E402
 
 
 def embedded_database_url(role: str) -> str:
@@ -144,20 +145,24 @@ INSTALLED_APPS = [
     "accounts",
     "contexts",
 ]
+# The lab (benchmarks, load tests, simulations, fits): its commands run from a checkout; a
+# production install does not have the package, and the product never imports it.
+if importlib.util.find_spec("devtools") is not None:
+    INSTALLED_APPS.append("devtools")
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
-    "contexts.availability.AvailabilityMiddleware",
-    # A malformed id in a query string or form field: 400 naming the field (contexts/ids.py).
-    "contexts.ids.InvalidIdMiddleware",
+    "contexts.kernel.availability.AvailabilityMiddleware",
+    # A malformed id in a query string or form field: 400 naming the field (contexts/kernel/ids.py).
+    "contexts.kernel.ids.InvalidIdMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
-    "contexts.security.ContentSecurityPolicyMiddleware",
+    "contexts.web.csp.ContentSecurityPolicyMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
 ]
 
@@ -171,7 +176,7 @@ if WEB_THREADS < 1:
 
     raise ImproperlyConfigured(f"CONTEXTS_WEB_THREADS must be at least 1, not {WEB_THREADS}")
 # Requests a keep-alive connection serves before the server closes it, so that connections
-# spread over the web processes again (contexts/web_worker.py); 0 keeps them open.
+# spread over the web processes again (contexts/web/worker.py); 0 keeps them open.
 KEEPALIVE_REQUESTS = env_int("CONTEXTS_KEEPALIVE_REQUESTS", 100)
 if KEEPALIVE_REQUESTS < 0:
     from django.core.exceptions import ImproperlyConfigured
@@ -179,7 +184,7 @@ if KEEPALIVE_REQUESTS < 0:
     raise ImproperlyConfigured("CONTEXTS_KEEPALIVE_REQUESTS must be 0 (no limit) or more, not "
                                f"{KEEPALIVE_REQUESTS}")
 # Seconds a request body may take to arrive (the whole of a small body; between two reads of an
-# upload), and a stalled streaming response may wait for its reader: contexts/wsgi_bridge.py.
+# upload), and a stalled streaming response may wait for its reader: contexts/web/wsgi_bridge.py.
 REQUEST_BODY_TIMEOUT = env_int("CONTEXTS_REQUEST_BODY_TIMEOUT", 30)
 if REQUEST_BODY_TIMEOUT < 1:
     from django.core.exceptions import ImproperlyConfigured
@@ -187,7 +192,7 @@ if REQUEST_BODY_TIMEOUT < 1:
     raise ImproperlyConfigured("CONTEXTS_REQUEST_BODY_TIMEOUT must be at least 1 second, not "
                                f"{REQUEST_BODY_TIMEOUT}")
 # A web process collects young objects every this many allocations (0: Python's default of
-# 700); see contexts/serving.py.
+# 700); see contexts/web/serving.py.
 GC_THRESHOLD = env_int("CONTEXTS_GC_THRESHOLD", 20_000)
 # A retrieval's trace row, use counts and metrics are written in its response's close(), each
 # statement bounded by this many milliseconds (statement_timeout, lock_timeout), so a stuck
@@ -232,12 +237,12 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 CACHES = {
     "default": {
-        "BACKEND": "contexts.cache_backend.SharedPoolRedisCache",  # one pool per process
+        "BACKEND": "contexts.kernel.cache_backend.SharedPoolRedisCache",  # one pool per process
         "LOCATION": REDIS_URL or EMBEDDED_REDIS_URL,
         "KEY_PREFIX": "contexts",
         # Bounded: the throttle, the use counters and the query-vector cache are on the
         # request path or right after it, and a Redis that silently drops packets must cost a
-        # request half a second, not a worker (contexts.availability then skips it for 2 s).
+        # request half a second, not a worker (contexts.kernel.availability then skips it for 2 s).
         "OPTIONS": {"socket_timeout": 0.5, "socket_connect_timeout": 0.5},
     }
 }
@@ -343,10 +348,11 @@ IMPORT_MAX_TOTAL_BYTES = env_int("CONTEXTS_IMPORT_MAX_TOTAL_BYTES", 2 * 1024**3)
 
 # --- Security (production values come from the environment) -----------------------------------
 # Reverse proxies (addresses or CIDR networks) whose X-Forwarded-For names the client. Empty:
-# nobody's — the client is the TCP peer, whatever headers it sends (contexts/client_address.py).
+# nobody's — the client is the TCP peer, whatever headers it sends
+# (contexts/kernel/client_address.py).
 TRUSTED_PROXIES = env_networks("CONTEXTS_TRUSTED_PROXIES")
 # Who may read /metrics and /healthz's details besides superusers and the metrics token
-# (contexts/restricted.py): client addresses or CIDR networks. Empty: nobody by address.
+# (contexts/web/restricted.py): client addresses or CIDR networks. Empty: nobody by address.
 METRICS_ALLOW = env_networks("CONTEXTS_METRICS_ALLOW")
 METRICS_TOKEN = env_str("CONTEXTS_METRICS_TOKEN")
 SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", False)
@@ -358,7 +364,7 @@ SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
 X_FRAME_OPTIONS = "DENY"
-# Sent by contexts.security.ContentSecurityPolicyMiddleware; see there why styles may be inline.
+# Sent by contexts.web.csp.ContentSecurityPolicyMiddleware; see there why styles may be inline.
 CONTENT_SECURITY_POLICY = env_str("CONTENT_SECURITY_POLICY", "; ".join([
     "default-src 'self'", "script-src 'self'", "style-src 'self' 'unsafe-inline'",
     "img-src 'self' data:", "font-src 'self' data:", "connect-src 'self'",
@@ -370,8 +376,8 @@ if env_bool("USE_X_FORWARDED_PROTO", False):
 # --- Email --------------------------------------------------------------------------------------
 # Without a mail server (`make run`), each message is kept whole in a file under var/mail/ (0600)
 # and the log says only where: e-mails carry set-password and nudge links, which logs never hold
-# (contexts/mail.py). Production sets the SMTP backend (docs/operations.md, "E-mail").
-EMAIL_BACKEND = env_str("EMAIL_BACKEND", "contexts.mail.FileMailBackend")
+# (contexts/kernel/mail.py). Production sets the SMTP backend (docs/operations.md, "E-mail").
+EMAIL_BACKEND = env_str("EMAIL_BACKEND", "contexts.kernel.mail.FileMailBackend")
 EMAIL_FILE_PATH = Path(env_str("EMAIL_FILE_PATH", str(VAR_DIR / "mail")))
 EMAIL_HOST = env_str("EMAIL_HOST", "localhost")
 EMAIL_PORT = env_int("EMAIL_PORT", 25)
@@ -521,7 +527,8 @@ DEFAULT_WEIGHTS = {"w_r": 0.7, "w_f": 0.15, "w_c": 0.1, "w_p": 0.05}
 FRESHNESS_HALFLIFE_DAYS = {"policy": 365.0, "default": 90.0}
 LEXICAL_INDEX_DIR = Path(env_str("CONTEXTS_INDEX_DIR", str(VAR_DIR / "index")))
 # Every node that serves retrieval keeps its own lexical index and follows the change feed
-# into it (contexts/follower.py, ADR 0015); "off" on a node that serves none (a worker node).
+# into it (contexts/indexes/follower.py, ADR 0015); "off" on a node that serves none (a worker
+# node).
 INDEX_FOLLOWER = env_str("CONTEXTS_INDEX_FOLLOWER", "on").strip().lower() != "off"
 # This node's name in the follower table (pruning, /metrics); unique per index directory.
 NODE_NAME = env_str("CONTEXTS_NODE_NAME", "")
@@ -562,11 +569,11 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "filters": {"terse_refusals": {"()": "contexts.logfilters.TerseRefusals"},
+    "filters": {"terse_refusals": {"()": "contexts.kernel.logfilters.TerseRefusals"},
                 # Every handler: logs never hold a set-password or nudge link's token, nor an
                 # SSO callback's code and state (gunicorn's and Celery's handlers get it from
-                # contexts.logfilters.redact_every_handler).
-                "redact_credentials": {"()": "contexts.logfilters.RedactCredentials"}},
+                # contexts.kernel.logfilters.redact_every_handler).
+                "redact_credentials": {"()": "contexts.kernel.logfilters.RedactCredentials"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain",
                              "filters": ["redact_credentials"]}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
@@ -632,7 +639,7 @@ CELERY_BEAT_SCHEDULE = {
     "governance-drop-shadow-generations": {
         "task": "contexts.governance.tasks.drop_shadow_generations",
         "schedule": crontab(hour=4, minute=0)},
-    # Retrievals counted in Redis reach the fragments' use counters (contexts/usage.py).
+    # Retrievals counted in Redis reach the fragments' use counters (contexts/services/usage.py).
     "usage-flush-counters": {"task": "contexts.tasks.flush_use_counters",
                              "schedule": float(env_int("CONTEXTS_USAGE_FLUSH_SECONDS", 30))},
     # Retrieval traces past TRACE_RETENTION_DAYS (contexts/services/traces.py).
@@ -640,7 +647,7 @@ CELERY_BEAT_SCHEDULE = {
                      "schedule": crontab(hour=4, minute=30)},
     # Uploads no job will read any more (contexts/services/uploads.py).
     "uploads-purge": {"task": "contexts.tasks.purge_uploads", "schedule": crontab(minute=15)},
-    # Change-feed rows every follower has passed (contexts/follower.py).
+    # Change-feed rows every follower has passed (contexts/indexes/follower.py).
     "feed-prune": {"task": "contexts.tasks.prune_change_feed", "schedule": crontab(minute=45)},
     # Git sources whose next sync is due (contexts/ingestion/git_sync.py, docs/sources.md).
     "sources-sync-due": {"task": "contexts.tasks.enqueue_due_sources",

@@ -6,8 +6,8 @@ from django.db.models.signals import post_delete, post_save
 from django.dispatch import receiver
 
 from accounts.models import Organization
-from contexts import follower
 from contexts.governance import source_nudges
+from contexts.indexes import follower
 from contexts.ingestion.upstream import source_nudge
 from contexts.services.change_feed import changes_committed
 from contexts.services.fragments import fragments_changed

@@ -11,14 +11,14 @@ from __future__ import annotations
 from celery import shared_task
 
 from accounts.models import Organization
-from contexts import follower, usage
 from contexts.governance import tasks as governance_tasks  # noqa: F401 - registers them
-from contexts.indexing import embed_changed
+from contexts.indexes import follower
+from contexts.indexes.indexing import embed_changed
 from contexts.ingestion import git_sync
 from contexts.ingestion.jobs import run_job
 from contexts.search import IndexLockBusy
 from contexts.services import fragments as fragment_service
-from contexts.services import job_leases, traces, uploads
+from contexts.services import job_leases, traces, uploads, usage
 
 RETRY = {"autoretry_for": (IndexLockBusy,), "retry_backoff": 1, "retry_backoff_max": 30,
          "max_retries": 8}
@@ -78,7 +78,7 @@ def rebuild_index(org_id: int) -> int:
 
 @shared_task(ignore_result=True)
 def flush_use_counters() -> int:
-    """Fold the retrievals counted in Redis into the fragments (``contexts.usage``)."""
+    """Fold the retrievals counted in Redis into the fragments (``contexts.services.usage``)."""
     return usage.flush()
 
 
@@ -96,7 +96,7 @@ def purge_uploads() -> int:
 
 @shared_task(ignore_result=True)
 def prune_change_feed() -> int:
-    """Delete change-feed rows every node's follower has passed (``contexts.follower``)."""
+    """Delete change-feed rows every node's follower has passed (``contexts.indexes.follower``)."""
     return follower.prune()
 
 

@@ -9,10 +9,10 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 
 from contexts.api import errors as api_errors
 from contexts.console.views import site
-from contexts.errors import is_api
-from contexts.health import healthz, livez, readyz
-from contexts.metrics import metrics_view
-from contexts.restricted import restricted
+from contexts.kernel.errors import is_api
+from contexts.kernel.metrics import metrics_view
+from contexts.web.health import healthz, livez, readyz
+from contexts.web.restricted import restricted
 
 
 def _by_audience(api_handler: Callable, page_handler: Callable) -> Callable:
@@ -34,7 +34,7 @@ urlpatterns = [
     path("readyz", readyz, name="readyz"),
     path("healthz", healthz, name="healthz"),
     path("favicon.ico", site.favicon, name="favicon"),
-    # Every organization's traffic together: the operator's (contexts/restricted.py).
+    # Every organization's traffic together: the operator's (contexts/web/restricted.py).
     path("metrics", restricted(metrics_view), name="metrics"),
     # One login form, the console's rate-limited one: the admin's own would be a second,
     # unthrottled place to guess passwords.

@@ -5,6 +5,6 @@ from django.core.wsgi import get_wsgi_application
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "contexts.settings")
 application = get_wsgi_application()
 
-from contexts import serving  # noqa: E402 - needs Django set up
+from contexts.web import serving  # noqa: E402 - needs Django set up
 
 serving.prepare()

@@ -5,7 +5,7 @@ Django, the cache and Celery at them before the test database is created. Nothin
 
 The configuration is the one `make run` ships: the tests connect as the unprivileged
 application role ``contexts_app`` with its password, the migrations run as ``contexts_owner``
-(``manage.py migrate``, contexts/owner_db.py), and Redis wants its password too.
+(``manage.py migrate``, contexts/stack/owner_db.py), and Redis wants its password too.
 """
 
 from __future__ import annotations
@@ -21,8 +21,14 @@ from pathlib import Path
 
 import pytest
 
-from contexts.db_roles import APPLICATION_GROUP
-from contexts.embedded import PG_APP_ROLE, PG_OWNER_ROLE, EmbeddedPostgres, EmbeddedRedis, free_port
+from contexts.stack.db_roles import APPLICATION_GROUP
+from contexts.stack.servers import (
+    PG_APP_ROLE,
+    PG_OWNER_ROLE,
+    EmbeddedPostgres,
+    EmbeddedRedis,
+    free_port,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 TEST_DB_NAME = "test_contexts"
@@ -69,7 +75,7 @@ def pytest_configure(config: pytest.Config) -> None:
     # touched a developer's `make run` Redis would pass here and fail on a clean machine.
     settings.CACHES["default"]["LOCATION"] = "redis://127.0.0.1:9/0"
     # The `manage.py` and `runstack` processes tests start neither read nor overwrite the
-    # developer's var/run-settings.json (contexts/runsettings.py); a test that wants one names
+    # developer's var/run-settings.json (contexts/stack/runsettings.py); a test that wants one names
     # its own file.
     os.environ["CONTEXTS_RUN_SETTINGS"] = "off"
 
@@ -118,7 +124,7 @@ EMBEDDING_MEMO_LIMIT = 50_000
 def _embed_each_text_once() -> Iterator[None]:
     import numpy as np
 
-    from contexts.embedder import Embedder
+    from contexts.embedding.embedder import Embedder
 
     original = Embedder.encode
     memo: dict[tuple[str, str], np.ndarray] = {}
@@ -268,8 +274,8 @@ def stop_worker(process: subprocess.Popen) -> None:
 @pytest.fixture
 def node_follower(settings, tmp_path):
     """Start real index-follower threads on this process's node, as the web processes run
-    them (``contexts.follower.NodeFollower``); stopped at the end of the test."""
-    from contexts.follower import NodeFollower
+    them (``contexts.indexes.follower.NodeFollower``); stopped at the end of the test."""
+    from contexts.indexes.follower import NodeFollower
 
     settings.LEXICAL_INDEX_DIR = tmp_path / "node-index"
     settings.INDEX_FOLLOW_INTERVAL = 0.05

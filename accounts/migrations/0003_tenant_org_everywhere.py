@@ -1,5 +1,5 @@
 """Every tenant table carries the organization, in its keys and in the foreign keys between
-tenant tables (issue 21, item 5; docs/scale-out.md, ``contexts/tenancy.py``).
+tenant tables (issue 21, item 5; docs/scale-out.md, ``contexts/models/tenancy.py``).
 
 - An organization's own scope row gets its ``org_id`` (it was NULL: the scope was written
   before the organization row; ``ScopedObject.save`` now takes the organization's id first).

@@ -8,7 +8,7 @@ from __future__ import annotations
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views import defaults
 
-from contexts.errors import error_body, is_api
+from contexts.kernel.errors import error_body, is_api
 
 
 def handler404(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:

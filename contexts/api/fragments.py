@@ -16,7 +16,7 @@ from rest_framework.response import Response
 from accounts.models import Scope
 from accounts.scopes import readable_scopes
 from contexts.api.schema import AUTH, BODY, errors
-from contexts.ids import parse_public_id
+from contexts.kernel.ids import parse_public_id
 from contexts.models import RetrievalTrace
 from contexts.protocol.fragments import (
     FeedbackAcceptedSerializer,

@@ -30,10 +30,10 @@ from django.conf import settings
 from django.db import connection
 
 from accounts.models import Organization, Repository
-from contexts import indexing
 from contexts.evaluation import metrics
 from contexts.evaluation.dataset import Dataset, Document, is_code_corpus
 from contexts.evaluation.labels import Label, Pointer, SourceTree
+from contexts.indexes import indexing
 from contexts.ingestion.chunk import CHUNKER_VERSION
 from contexts.ingestion.pipeline import Ingestor, Stats, Target
 from contexts.ingestion.sources import SKIP_DIRS, Skipped, SourceFile, walk

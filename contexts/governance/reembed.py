@@ -29,9 +29,9 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Exists, OuterRef, QuerySet
 
-from contexts import indexing
-from contexts.embedder import resolve_model
+from contexts.embedding.embedder import resolve_model
 from contexts.governance.clock import resolve
+from contexts.indexes import indexing
 from contexts.models import Embedding, EmbeddingGeneration, Fragment
 from contexts.models.embeddings import EMBEDDING_DIM, GenerationState
 from contexts.services.errors import InvalidOperation

@@ -23,7 +23,7 @@ from typing import Any
 
 from tree_sitter import Language, Node, Parser
 
-from contexts.tokens import count_tokens
+from contexts.kernel.tokens import count_tokens
 
 from .packing import Draft, LineTable, build_chunks, pack
 from .types import Chunk, NormalizedDocument

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
-from contexts.tokens import count_tokens
+from contexts.kernel.tokens import count_tokens
 
 from .packing import Draft, LineTable, build_chunks, pack, split_sentences
 from .types import Chunk, NormalizedDocument

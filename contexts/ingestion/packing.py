@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import accumulate
 
-from contexts.tokens import count_tokens, count_tokens_batch, split_by_tokens
+from contexts.kernel.tokens import count_tokens, count_tokens_batch, split_by_tokens
 
 from .types import Chunk
 

@@ -33,7 +33,7 @@ from django.utils import timezone
 
 from accounts.models import Organization, Repository, Scope
 from accounts.permissions import SYSTEM
-from contexts import follower, indexing
+from contexts.indexes import follower, indexing
 from contexts.ingestion import target_lock, upstream
 from contexts.ingestion.chunk import CHUNKER_VERSION, chunk
 from contexts.ingestion.normalize import normalize
@@ -41,6 +41,7 @@ from contexts.ingestion.owners import OwnerChain, Resolved
 from contexts.ingestion.simhash import BandIndex, simhash, to_signed64, to_unsigned64
 from contexts.ingestion.sources import Skipped, SourceFile
 from contexts.ingestion.types import CODE_LANGUAGES, Chunk, NormalizedDocument
+from contexts.kernel.tokens import count_tokens
 from contexts.models import (
     Context,
     Fragment,
@@ -58,7 +59,6 @@ from contexts.services import evidence as evidence_service
 from contexts.services import fragments as fragment_service
 from contexts.services import secrets as secret_service
 from contexts.services.secret_scan import PLACEHOLDER_MARK, Finding, describe
-from contexts.tokens import count_tokens
 
 logger = logging.getLogger(__name__)
 UID_NAMESPACE = uuid.UUID("6f1c3a52-8a43-4c1e-9a57-2f0c8e7b9d10")

@@ -3,7 +3,7 @@ retrieval does not count it per request; existing rows are counted here."""
 
 from django.db import migrations, models
 
-from contexts.compression import packed_tokens
+from contexts.kernel.compression import packed_tokens
 
 BATCH = 1000
 
@@ -33,7 +33,7 @@ class Migration(migrations.Migration):
             name="packed_tokens",
             field=models.PositiveIntegerField(
                 blank=True, editable=False, null=True,
-                help_text="tokens of the text a bundle carries (contexts.compression); set on save"),
+                help_text="tokens of the text a bundle carries (contexts.kernel.compression); set on save"),
         ),
         migrations.RunPython(count_existing, migrations.RunPython.noop),
     ]

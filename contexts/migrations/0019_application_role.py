@@ -2,7 +2,7 @@
 
 Until now the application connected as the tables' owner (a superuser when embedded), and an
 owner is exempt from row-level security. From here the owner runs migrations and the
-application's login role is a member of ``contexts_application`` (``contexts/db_roles.py``):
+application's login role is a member of ``contexts_application`` (``contexts/stack/db_roles.py``):
 
 - DML on every table and sequence; default privileges give it the same on what later
   migrations create (they run as the same owner);
@@ -16,7 +16,7 @@ application's login role is a member of ``contexts_application`` (``contexts/db_
 
 from django.db import migrations
 
-from contexts.db_roles import APPLICATION_GROUP, CREATE_GROUP_ROLES
+from contexts.stack.db_roles import APPLICATION_GROUP, CREATE_GROUP_ROLES
 
 APP = APPLICATION_GROUP
 RLS_TABLES = ("contexts_fragment", "contexts_embedding", "contexts_sourcepointer",

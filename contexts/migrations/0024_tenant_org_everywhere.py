@@ -1,5 +1,5 @@
 """Every tenant table carries the organization, in its keys and in the foreign keys between
-tenant tables (issue 21, item 5; docs/scale-out.md, ``contexts/tenancy.py``).
+tenant tables (issue 21, item 5; docs/scale-out.md, ``contexts/models/tenancy.py``).
 
 - ``org_id`` (NOT NULL) is added to the tables that lacked it — fragment versions, pins, links,
   source pointers, nudges, subscriptions and the two many-to-many tables (``Fragment.contexts``

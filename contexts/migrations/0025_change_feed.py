@@ -1,4 +1,4 @@
-"""The change feed and the followers' positions (issue 21, ADR 0015; ``contexts/follower.py``).
+"""The change feed and the followers' positions (issue 21, ADR 0015; ``contexts/indexes/follower.py``).
 
 Tenant tables: each row carries its organization, and the feed's key is (organization,
 sequence). The application's login role reaches them through ``contexts_application`` (default

@@ -17,7 +17,7 @@ import django.utils.timezone
 from django.conf import settings
 from django.db import migrations, models
 
-from contexts.db_roles import APPLICATION_GROUP
+from contexts.stack.db_roles import APPLICATION_GROUP
 
 ROLE = "contexts_retrieval"
 APP = APPLICATION_GROUP

@@ -1,8 +1,8 @@
 """The change feed: every change to what retrieval can see, in order, per organization.
 
 Written only by ``contexts.services.change_feed`` (the one door's ``notify_changed``), in the
-transaction that makes the change; read by every node's index follower (``contexts.follower``).
-See ADR 0015.
+transaction that makes the change; read by every node's index follower
+(``contexts.indexes.follower``). See ADR 0015.
 """
 
 from __future__ import annotations

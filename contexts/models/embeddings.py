@@ -1,6 +1,6 @@
 """Dense vectors: per fragment version and model generation, one per passage the model can read
 (passage 0 is the fragment's text as the model reads it, its head; a fragment longer than the
-model's window has more, see :meth:`contexts.embedder.Embedder.passages`).
+model's window has more, see :meth:`contexts.embedding.embedder.Embedder.passages`).
 
 The ``contexts_embedding`` table is LIST-partitioned by organization with an HNSW index per
 partition (migration 0002 and :func:`contexts.services.partitions.ensure_partition`), so a

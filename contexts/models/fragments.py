@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from accounts.models import Organization, Scope, tenant_public_id
 from accounts.tenancy import OrgFromParent
-from contexts.compression import packed_tokens
+from contexts.kernel.compression import packed_tokens
 
 
 class FragmentKind(models.TextChoices):
@@ -97,7 +97,7 @@ class Fragment(models.Model):
     token_count = models.PositiveIntegerField(default=0)
     packed_tokens = models.PositiveIntegerField(
         null=True, blank=True, editable=False,
-        help_text="tokens of the text a bundle carries (contexts.compression); set on save")
+        help_text="tokens of the text a bundle carries (contexts.kernel.compression); set on save")
     content_hash = models.CharField(max_length=64, db_index=True)
     simhash = models.BigIntegerField(null=True, blank=True, db_index=True)
     chunker_version = models.CharField(max_length=32, blank=True)

@@ -15,8 +15,8 @@ from pathlib import Path
 from django.conf import settings
 from django.db import connection
 
-from contexts.embedded import postgres_bin_dir
-from contexts.owner_db import owner_settings
+from contexts.stack.owner_db import owner_settings
+from contexts.stack.servers import postgres_bin_dir
 
 
 class BackupError(RuntimeError):

@@ -1,4 +1,4 @@
-"""What the agents' two surfaces, REST (``contexts.api``) and MCP (``contexts.mcp_server``),
+"""What the agents' two surfaces, REST (``contexts.api``) and MCP (``contexts.mcp.server``),
 share so that they cannot disagree: the request rules (serializers), the response shapes, the
 error mapping and the per-token throttle.
 

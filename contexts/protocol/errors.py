@@ -1,10 +1,10 @@
 """One JSON error shape for the agents' API, REST and MCP alike:
-``{"error": {"code", "message", "field"}}`` (``contexts.errors.error_body``).
+``{"error": {"code", "message", "field"}}`` (``contexts.kernel.errors.error_body``).
 
 Every exception a request can raise goes through :func:`exception_handler` (DRF's
 ``EXCEPTION_HANDLER``; the MCP tools call it too): DRF's own, the use cases' refusals
 (``contexts.usecases.errors``), invalid operations naming their field, a malformed id, an
-outage (``contexts.availability``) and Django's refusals of a malformed body.
+outage (``contexts.kernel.availability``) and Django's refusals of a malformed body.
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from contexts.availability import outage
-from contexts.errors import error_body
-from contexts.ids import InvalidField
+from contexts.kernel.availability import outage
+from contexts.kernel.errors import error_body
+from contexts.kernel.ids import InvalidField
 from contexts.protocol.validation import too_large
 from contexts.services.errors import EditConflict, InvalidOperation
 from contexts.usecases.errors import NotVisible, Refused
@@ -88,11 +88,11 @@ def exception_handler(exc: Exception, context: dict) -> Response | None:
         exc = Conflict(str(exc), field="version", current_version=exc.current_version,
                        current={"title": exc.current_title, "text": exc.current_body},
                        submitted={"title": exc.submitted_title, "text": exc.submitted_body})
-    elif isinstance(exc, InvalidField):  # e.g. a malformed id argument (contexts/ids.py)
+    elif isinstance(exc, InvalidField):  # e.g. a malformed id argument (contexts/kernel/ids.py)
         exc = exceptions.ValidationError({exc.field: [exc.reason]})
     elif (unavailable := outage(exc)) is not None:
         # The database is lost, or a write was refused because the broker is down: a
-        # retryable 503 with the retry hint (contexts/availability.py).
+        # retryable 503 with the retry hint (contexts/kernel/availability.py).
         exc = unavailable
     elif isinstance(exc, SuspiciousOperation):
         exc = _refused_request(exc)

@@ -12,7 +12,7 @@ from django.conf import settings
 from rest_framework import serializers
 from rest_framework.exceptions import ValidationError
 
-from contexts.ids import PUBLIC_ID, SLUG
+from contexts.kernel.ids import PUBLIC_ID, SLUG
 from contexts.models import FragmentSourceState
 from contexts.protocol.validation import StrictSerializer
 from contexts.retrieval import RetrievalResult

@@ -13,8 +13,8 @@ from __future__ import annotations
 from rest_framework.throttling import SimpleRateThrottle
 
 from accounts.models import ApiToken
-from contexts.availability import cache_redis, redis_call
-from contexts.client_address import client_address
+from contexts.kernel.availability import cache_redis, redis_call
+from contexts.kernel.client_address import client_address
 
 
 class AgentRateThrottle(SimpleRateThrottle):

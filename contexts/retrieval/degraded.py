@@ -18,7 +18,7 @@ LEXICAL_SEARCH_FAILED = "lexical_search_failed"
 # node's follower is stopped, or far behind): recent changes may be missing from it.
 LEXICAL_INDEX_BEHIND = "lexical_index_behind"
 # This node was rebuilding the organization's index from PostgreSQL while the leg searched it
-# (contexts/follower.py): emptied, then refilled, so hits may be missing — or all of them.
+# (contexts/indexes/follower.py): emptied, then refilled, so hits may be missing — or all of them.
 LEXICAL_INDEX_REBUILDING = "lexical_index_rebuilding"
 
 CODES = frozenset({LEXICAL_INDEX_UNAVAILABLE, LEXICAL_SEARCH_FAILED, LEXICAL_INDEX_BEHIND,

@@ -16,8 +16,8 @@ from django.conf import settings
 from django.db import connection
 
 from accounts.sql import model_columns, prepared_cursor
-from contexts.embedder import resolve_model
-from contexts.indexing import NAMESPACES, active_generation, embedder_for
+from contexts.embedding.embedder import resolve_model
+from contexts.indexes.indexing import NAMESPACES, active_generation, embedder_for
 from contexts.models import EmbeddingGeneration
 from contexts.models.embeddings import EMBEDDING_DIM, GenerationState
 from contexts.models.fragments import FragmentStatus
@@ -158,7 +158,8 @@ def distance_order(column: str, vector: str, storage: str | None = None) -> str:
 # hashed NOT IN over the (few) fragments with another status, not a per-row join: joining
 # every in-scope embedding to its fragment cost more than the vector search itself (measured
 # on 1,334 in-scope rows under RLS: 5.6 ms joined, 2.1 ms with the exclusion list).
-# A long fragment has a vector per passage (contexts.embedder.Embedder.passages) and scores the
+# A long fragment has a vector per passage (contexts.embedding.embedder.Embedder.passages) and
+# scores the
 # mean of its head's and its best passage's similarity (PASSAGE_WEIGHT): the index is asked for
 # twice k passages (a fragment's passages tend to be neighbours), they are folded into
 # fragments, and the head of a fragment found by a later passage alone is read by its key.

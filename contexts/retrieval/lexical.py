@@ -16,8 +16,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 from django.conf import settings
 
-from contexts import follower
-from contexts.indexing import lexical_index
+from contexts.indexes import follower
+from contexts.indexes.indexing import lexical_index
 from contexts.models import EmbeddingGeneration
 from contexts.retrieval.degraded import (
     LEXICAL_INDEX_BEHIND,

@@ -29,8 +29,7 @@ from functools import partial
 from typing import Any
 
 from accounts.models import new_public_id
-from contexts import usage
-from contexts.metrics import observe_retrieval
+from contexts.kernel.metrics import observe_retrieval
 from contexts.models import RetrievalTrace
 from contexts.retrieval import adaptive, compose, fuse, inputs
 from contexts.retrieval.dense import DenseLeg, QueryEmbedding
@@ -41,7 +40,7 @@ from contexts.retrieval.returned import complete
 from contexts.retrieval.rows import CandidateRows
 from contexts.retrieval.trace import build_trace
 from contexts.retrieval.types import Candidate, FusionConfig, RetrievalRequest, RetrievalResult
-from contexts.services import traces
+from contexts.services import traces, usage
 from contexts.services.rls import retrieval_scope
 
 Defer = Callable[[Callable[[], None]], None]

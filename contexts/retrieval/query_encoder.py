@@ -7,7 +7,8 @@ took 30 ms beside scope resolution). A child process per web process — spawned
 entry point loads (``warm``) or on first use, holding its own copy of the model — runs it truly
 in parallel. ``CONTEXTS_QUERY_ENCODER=thread`` keeps everything in-process (less memory, no
 child). Either way, queries that arrive together are encoded in one forward pass
-(``contexts.batching``; ``CONTEXTS_ENCODER_MAX_BATCH``, ``CONTEXTS_ENCODER_BATCH_WAIT_MS``).
+(``contexts.embedding.batching``; ``CONTEXTS_ENCODER_MAX_BATCH``,
+``CONTEXTS_ENCODER_BATCH_WAIT_MS``).
 
 The child is driven over one socket pair, written and read by the request's own thread: no
 helper thread stands between them. (A ``ProcessPoolExecutor`` hands each call to its feeder
@@ -41,9 +42,9 @@ import numpy as np
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
-from contexts import frames
-from contexts.batching import Batcher
-from contexts.embedder import (
+from contexts.embedding import frames
+from contexts.embedding.batching import Batcher
+from contexts.embedding.embedder import (
     ModelSpec,
     encode_queries_with,
     encode_query_with,
@@ -94,8 +95,8 @@ class ChildDied(Exception):
 class Child:
     """One spawned encoder process; any thread may submit, answers come back in order.
 
-    It is driven over a socket pair with length-prefixed frames (``contexts.frames``) so that
-    nothing waits on it without a bound: a send gives up after ``SEND_TIMEOUT``, a wait for the
+    It is driven over a socket pair with length-prefixed frames (``contexts.embedding.frames``) so
+    that nothing waits on it without a bound: a send gives up after ``SEND_TIMEOUT``, a wait for the
     next answer after ``ANSWER_TIMEOUT`` (``LOAD_TIMEOUT`` for one that may include loading torch
     and a model). A child that misses a bound is killed and marked broken; the request embeds
     in-process and the next one spawns a new child.
@@ -312,7 +313,7 @@ def wait_until_ready(heartbeat: Callable[[], None], timeout: float = LOAD_TIMEOU
     (logged) if it has not within ``timeout`` seconds or died, and requests then fall back as
     they would anyway.
 
-    Why a web process waits before it serves (``contexts.web_worker``): a question the
+    Why a web process waits before it serves (``contexts.web.worker``): a question the
     query-vector cache does not know waits for the child, and while the child loads its
     model (5–10 s of CPU on two busy cores) such questions take the process's few request
     threads one by one until every request of the process, cached or not, queues behind them —

@@ -6,7 +6,7 @@ from __future__ import annotations
 from django.db import connection
 
 from accounts.sql import model_columns, prepared_cursor
-from contexts.compression import compress
+from contexts.kernel.compression import compress
 from contexts.models import Fragment
 from contexts.models.sources_git import permalink
 from contexts.retrieval.rows import CandidateRows

@@ -15,7 +15,7 @@ from django.db import connection
 from django.utils import timezone
 
 from accounts.sql import prepared_cursor
-from contexts.compression import packed_tokens
+from contexts.kernel.compression import packed_tokens
 from contexts.retrieval.types import CandidateRow, RetrievalRequest
 from contexts.services.rls import pg_int_array
 

@@ -14,7 +14,7 @@ Bounded: a direct-mapped table of ``CONTEXTS_QUERY_VECTOR_CACHE_SLOTS`` keys. A 
 a hash of it; a slot holds one entry (the key's digest and the vectors), and a new entry for
 the slot replaces the old. So the cache never holds more than the slots (~1.6 KB each per
 model), needs no eviction bookkeeping, and a collision only costs a miss. It is best effort:
-Redis being down or slow makes every lookup a miss (``contexts.availability.redis_call``),
+Redis being down or slow makes every lookup a miss (``contexts.kernel.availability.redis_call``),
 never an error.
 """
 
@@ -26,8 +26,8 @@ from collections.abc import Sequence
 import numpy as np
 from django.conf import settings
 
-from contexts.availability import cache_redis, redis_call
-from contexts.embedder import ModelSpec
+from contexts.embedding.embedder import ModelSpec
+from contexts.kernel.availability import cache_redis, redis_call
 
 PREFIX = "contexts:qv:"
 DIGEST_BYTES = 16

@@ -1,8 +1,8 @@
 """Appending to the change feed (ADR 0015): the one way a change reaches the lexical indexes.
 
 Called by the one door (``contexts.services.fragments.notify_changed``) and by the repair
-paths (``contexts.follower.reindex_fragments``), always inside the transaction that makes the
-change, so a change is in the feed exactly when it is committed.
+paths (``contexts.indexes.follower.reindex_fragments``), always inside the transaction that makes
+the change, so a change is in the feed exactly when it is committed.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 a request — an ingestion job (``contexts.ingestion.jobs``).
 
 A request that meets a dead connection answers 503 and its caller retries
-(``contexts.availability``). A job has no caller to retry it: a PostgreSQL restart of a few
+(``contexts.kernel.availability``). A job has no caller to retry it: a PostgreSQL restart of a few
 seconds in the middle of a long ingestion must not fail it for good. So a job that meets a
 *transient* error — the connection lost, the server shutting down or starting up — closes its
 broken connection, waits with a growing pause until the server answers again, and runs again

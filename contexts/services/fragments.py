@@ -24,7 +24,8 @@ from django.utils import timezone
 
 from accounts.models import Scope
 from accounts.permissions import SYSTEM, may, principal_user
-from contexts.compression import packed_tokens
+from contexts.kernel.compression import packed_tokens
+from contexts.kernel.tokens import count_tokens
 from contexts.models import (
     Context,
     Fragment,
@@ -43,7 +44,6 @@ from contexts.services import audit, change_feed, secrets
 from contexts.services import evidence as evidence_service
 from contexts.services.errors import EditConflict, InvalidOperation
 from contexts.services.secret_scan import redact, scan
-from contexts.tokens import count_tokens
 
 # Sent (after commit) with the ids of fragments whose text, metadata, status or visibility
 # changed, so derived indexes (tantivy, embeddings) and open nudges can follow. Receivers:
@@ -675,7 +675,7 @@ def count_feedback(fragment_id: int, signal: str) -> None:
     """One more helped / hurt / cited for the fragment (the feedback task).
 
     Use counters are running totals, not the fragment's state: no version, no audit event and
-    no change signal, like the retrieval counters ``contexts.usage`` folds in (one audit
+    no change signal, like the retrieval counters ``contexts.services.usage`` folds in (one audit
     event per signal would drown the history of the fragment's actual changes)."""
     field = FEEDBACK_COUNTERS[signal]
     Fragment.objects.filter(pk=fragment_id).update(**{field: F(field) + 1})

@@ -3,7 +3,7 @@
 Each use case is a plain function of a principal (a user or an agent token) and a typed
 command (a frozen dataclass), returning domain objects and raising the errors of
 :mod:`contexts.usecases.errors` (or :class:`~contexts.services.errors.InvalidOperation`).
-The adapters — REST (``contexts.api``), MCP (``contexts.mcp_server``), the console
+The adapters — REST (``contexts.api``), MCP (``contexts.mcp.server``), the console
 (``contexts.console``) and the management commands — parse their input into a command, call
 one function and render the result; none of them imports another (ADR 0013, enforced by the
 import contracts in ``pyproject.toml``).

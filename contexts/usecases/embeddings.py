@@ -5,6 +5,7 @@ retrieval to it when complete (``contexts.governance.reembed``)."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 from contexts.governance import reembed
 from contexts.governance.tasks import reembed_generation
@@ -24,3 +25,18 @@ def start_reembed(command: Reembed, *, queue: bool = True) -> EmbeddingGeneratio
     if queue:
         reembed_generation.delay_on_commit(generation.pk)
     return generation
+
+
+def rollback(namespace: str) -> EmbeddingGeneration:
+    """Retrieval back on the namespace's previous generation."""
+    return reembed.rollback(namespace)
+
+
+def build(generation_id: int, *, on_batch: Callable[[int], None] | None = None
+          ) -> reembed.Progress:
+    """Fill a building generation in this process, then switch to it."""
+    return reembed.build(generation_id, on_batch=on_batch)
+
+
+def progress(generation: EmbeddingGeneration) -> reembed.Progress:
+    return reembed.progress(generation)

@@ -20,8 +20,8 @@ from accounts.models import Scope, Session
 from accounts.permissions import may, may_own, principal_user
 from accounts.scopes import readable_scopes
 from contexts.governance.similarity import fingerprint
-from contexts.ids import parse_public_id
 from contexts.ingestion.simhash import hamming, simhash
+from contexts.kernel.ids import parse_public_id
 from contexts.models import Fragment, FragmentKind, FragmentStatus
 from contexts.services.errors import InvalidOperation
 from contexts.services.fragments import create_fragment

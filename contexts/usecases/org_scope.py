@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 from django.db import connection
 
 from accounts.scopes import Readable, retrieval_scopes
-from contexts import follower
+from contexts.indexes import follower
 from contexts.retrieval.rows import statuses, valid
 from contexts.retrieval.types import RetrievalRequest
 from contexts.services.rls import pg_int_array, retrieval_scope

@@ -25,7 +25,7 @@ from django.db import DataError, IntegrityError, transaction
 from accounts.lookups import find_org
 from accounts.models import Organization
 from accounts.permissions import SYSTEM, may
-from contexts import follower, indexing
+from contexts.indexes import follower, indexing
 from contexts.models import Context, Fragment, FragmentStatus
 from contexts.retrieval.dense import QueryEmbedding
 from contexts.retrieval.pipeline import retrieve

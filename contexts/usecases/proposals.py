@@ -35,7 +35,7 @@ from django.utils import timezone
 from accounts.models import ApiToken, Organization, ProposalPolicy, Repository, ScopeKind, Session
 from accounts.permissions import SYSTEM, may, principal_user
 from accounts.scopes import readable_scopes
-from contexts.ids import InvalidField, parse_public_id
+from contexts.kernel.ids import InvalidField, parse_public_id
 from contexts.models import (
     FragmentKind,
     FragmentStatus,

@@ -26,11 +26,11 @@ from django.utils import timezone
 from accounts.lookups import find_in_org, find_org
 from accounts.models import Organization, Repository
 from accounts.permissions import SYSTEM, may, principal_user
-from contexts.ids import InvalidId, parse_public_id
 from contexts.ingestion import git_sync, server_paths
 from contexts.ingestion.git_mirror import check_branch
 from contexts.ingestion.git_sync import SyncResult
 from contexts.ingestion.policy import valid_pattern
+from contexts.kernel.ids import InvalidId, parse_public_id
 from contexts.models import AuditEvent, Source
 from contexts.models.sources_git import MIN_INTERVAL_SECONDS, PERMALINK_FIELDS, redact_url
 from contexts.services.audit import record

@@ -6,7 +6,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from accounts.permissions import SYSTEM
-from contexts.follower import reindex_fragments
+from contexts.indexes.follower import reindex_fragments
 from contexts.models import Fragment
 from contexts.services.fragments import create_fragment
 from tests.domain.conftest import cast  # noqa: F401 - re-exported fixture

@@ -19,7 +19,7 @@ import pytest
 from asgiref.sync import async_to_sync
 from django.utils import timezone
 
-from contexts import mcp_server
+from contexts.mcp import server as mcp_server
 from contexts.models import Fragment, RetrievalTrace, SourceDocument, SourcePointer
 from contexts.models.traces import expand_table
 from tests.api.conftest import as_token

@@ -1,4 +1,5 @@
-"""One Redis connection pool per process (``contexts.cache_backend``), on the session's real Redis.
+"""One Redis connection pool per process (``contexts.kernel.cache_backend``), on the session's real
+Redis.
 
 Under ASGI every request runs in a fresh context, and Django keeps its cache objects per
 context: with Django's own backend each request opened a new pool and a new TCP connection for
@@ -14,7 +15,7 @@ import threading
 import pytest
 from django.core.cache import cache
 
-from contexts.availability import cache_redis
+from contexts.kernel.availability import cache_redis
 
 pytestmark = pytest.mark.django_db
 

@@ -202,7 +202,7 @@ def test_a_personal_token_acts_only_in_its_organization_and_only_while_a_member(
 def test_a_personal_token_is_not_an_agent_token_for_mcp(cast, monkeypatch):
     """MCP's tools act as agents (bound scopes, session writes): a personal token is refused
     there, as an unknown one is. (Connections are not recycled inside the test's transaction.)"""
-    from contexts import mcp_server
+    from contexts.mcp import server as mcp_server
     monkeypatch.setattr(mcp_server, "close_old_connections", lambda: None)
     _verify = mcp_server._verify
     assert _verify(personal(cast, cast.teammate)) is None

@@ -29,7 +29,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from accounts.permissions import SYSTEM
 from accounts.tokens import create_token
-from contexts.follower import reindex_fragments
+from contexts.indexes.follower import reindex_fragments
 from contexts.models import Fragment, RetrievalTrace
 from contexts.services.fragments import create_fragment, indexing_handled_by_caller
 from tests.conftest import ROOT, start_worker, stop_worker

@@ -14,7 +14,7 @@ from django.test.utils import CaptureQueriesContext
 
 from accounts.permissions import SYSTEM
 from accounts.tokens import create_token
-from contexts.follower import reindex_fragments
+from contexts.indexes.follower import reindex_fragments
 from contexts.services.fragments import create_fragment
 from tests.api.conftest import as_token
 from tests.factories import MembershipFactory, OrganizationFactory, RepositoryFactory, UserFactory

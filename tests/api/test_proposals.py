@@ -11,7 +11,7 @@ from rest_framework.test import APIClient
 
 from accounts.models import ProposalPolicy, Session
 from accounts.tokens import create_token
-from contexts.follower import reindex_fragments
+from contexts.indexes.follower import reindex_fragments
 from contexts.models import AuditEvent, Fragment, Proposal, ProposalState
 from contexts.usecases import proposals as usecase
 from tests.api.conftest import as_token

@@ -10,7 +10,7 @@ import uuid
 import numpy as np
 import pytest
 
-from contexts.embedder import resolve_model
+from contexts.embedding.embedder import resolve_model
 from contexts.retrieval import vector_cache
 from contexts.retrieval.dense import QueryEmbedding
 from tests.api.conftest import as_token
@@ -93,7 +93,7 @@ def test_a_query_embedding_is_computed_once_then_answered_from_the_cache() -> No
 def test_redis_down_is_a_miss_not_an_error(settings) -> None:
     from django.core.cache import caches
 
-    from contexts import availability
+    from contexts.kernel import availability
 
     location = settings.CACHES["default"]["LOCATION"]
     settings.CACHES["default"]["LOCATION"] = "redis://127.0.0.1:9/0"

@@ -7,7 +7,8 @@ from django.utils import timezone
 
 from accounts.permissions import SYSTEM
 from accounts.tokens import create_token
-from contexts.follower import reindex_fragments
+from contexts.indexes.follower import reindex_fragments
+from contexts.kernel.tokens import count_tokens
 from contexts.models import Fragment
 from contexts.services.fragments import (
     create_fragment,
@@ -16,7 +17,6 @@ from contexts.services.fragments import (
     supersede_fragment,
 )
 from contexts.services.pins import pin_fragment
-from contexts.tokens import count_tokens
 from tests.api.conftest import as_token
 
 URL = "/api/contexts/retrieve"
@@ -118,7 +118,7 @@ def test_retired_and_superseded_leave_retrieval_and_as_of_brings_history_back(
     before = timezone.now()
     newer = create_fragment(cast.teammate, cast.repo.scope, title="Rate limiter v2",
                             body="The rate limiter now queues bursts instead of dropping them.")
-    from contexts.follower import reindex_fragments
+    from contexts.indexes.follower import reindex_fragments
 
     reindex_fragments([newer.pk])
     supersede_fragment(cast.teammate, world.repo_limiter, newer)
@@ -209,7 +209,7 @@ def test_agents_write_session_summaries_and_feedback(api, cast, world):
 def test_throttling_answers_429(api, cast, world, settings, monkeypatch):
     from django.core.cache import cache
 
-    from contexts import availability
+    from contexts.kernel import availability
     from contexts.protocol.throttling import AgentRateThrottle
 
     cache.clear()

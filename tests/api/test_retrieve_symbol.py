@@ -2,7 +2,7 @@
 was cut from, and the lexical leg finds it by that name."""
 
 from accounts.permissions import SYSTEM
-from contexts.follower import reindex_fragments
+from contexts.indexes.follower import reindex_fragments
 from contexts.models import RetrievalTrace
 from contexts.services.fragments import create_fragment
 from tests.api.conftest import as_token

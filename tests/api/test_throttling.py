@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 from django.core.cache import cache
 
-from contexts import availability
+from contexts.kernel import availability
 from contexts.protocol.throttling import AgentRateThrottle
 
 pytestmark = pytest.mark.django_db
@@ -29,7 +29,7 @@ class TwentyPerMinute(AgentRateThrottle):
 @pytest.fixture(autouse=True)
 def _redis_counts() -> None:
     """Redis is reachable: forget a verdict "down" another test left (the throttle lets
-    everything through for 2 s after one, contexts.availability)."""
+    everything through for 2 s after one, contexts.kernel.availability)."""
     availability._cache.forget()
 
 

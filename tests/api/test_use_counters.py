@@ -5,9 +5,9 @@ the fragments — real Redis, real PostgreSQL."""
 import pytest
 from django.conf import settings
 
-from contexts import usage
-from contexts.availability import cache_redis
+from contexts.kernel.availability import cache_redis
 from contexts.models import Fragment
+from contexts.services import usage
 from contexts.tasks import flush_use_counters
 from tests.api.conftest import as_token
 from tests.api.test_retrieve import URL, ids

@@ -1,4 +1,4 @@
-"""The company-sized benchmark corpus (contexts/bench_corpus.py): its perturbations and derived
+"""The company-sized benchmark corpus (devtools/bench_corpus.py): its perturbations and derived
 vectors are deterministic, a copy stays nearer its base than unrelated texts, and recall is
 counted as defined."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from contexts import bench_corpus as bc
-from contexts.embedder import load_embedder
+from contexts.embedding.embedder import load_embedder
+from devtools import bench_corpus as bc
 
 PROSE = ("Alterations of the architecture of cerebral white matter in the developing human "
          "brain can affect cortical development. A line scan of 17 infants was analysed. "

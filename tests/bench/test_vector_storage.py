@@ -12,13 +12,13 @@ from django.db import connection
 from django.test import override_settings
 
 from accounts.permissions import SYSTEM
-from contexts import bench_corpus
-from contexts.indexing import embed_fragments
+from contexts.indexes.indexing import embed_fragments
 from contexts.management.commands import vector_storage
 from contexts.retrieval import dense
 from contexts.services.fragments import create_fragment
 from contexts.services.partitions import partition_name
 from contexts.services.rls import retrieval_scope
+from devtools import bench_corpus
 from tests.factories import OrganizationFactory
 
 TEXTS = [

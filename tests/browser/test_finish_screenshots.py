@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from accounts.permissions import SYSTEM
-from contexts.follower import reindex_fragments
+from contexts.indexes.follower import reindex_fragments
 from contexts.models import Fragment, Nudge, SourceDocument, SourcePointer
 from contexts.services.fragments import create_fragment
 from tests.api.conftest import world  # noqa: F401 - fixture

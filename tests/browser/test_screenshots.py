@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from accounts.permissions import SYSTEM
-from contexts.follower import reindex_fragments
+from contexts.indexes.follower import reindex_fragments
 from contexts.models import Fragment, IngestionJob, Nudge, Pin
 from contexts.services.fragments import create_fragment, edit_fragment
 from contexts.services.pins import pin_fragment

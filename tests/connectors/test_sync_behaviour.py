@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from accounts.permissions import SYSTEM
-from contexts.embedder import Embedder
+from contexts.embedding.embedder import Embedder
 from contexts.ingestion import git_sync, pipeline
 from contexts.ingestion.git_sync import run_sync
 from contexts.models import FragmentVersion, Source, SourceState

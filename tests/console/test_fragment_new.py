@@ -10,12 +10,12 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from contexts.console.markup import compose_negative, split_negative
+from contexts.kernel.tokens import count_tokens
 from contexts.models import AuditEvent, Fragment, Pin, SecretFinding
 from contexts.models.changes import Change
 from contexts.services.errors import InvalidOperation
 from contexts.services.fragments import create_fragment, retire_fragment, supersede_fragment
 from contexts.services.pins import pin_fragment
-from contexts.tokens import count_tokens
 from tests.console.conftest import HTMX, client_for, world  # noqa: F401 - fixture
 from tests.factories import UserFactory
 from tests.secrets.fakes import Secrets

@@ -4,7 +4,8 @@ import pytest
 from django.core.exceptions import PermissionDenied
 from django.db import DatabaseError, transaction
 
-from contexts.compression import compress
+from contexts.kernel.compression import compress
+from contexts.kernel.tokens import count_tokens
 from contexts.models import AuditEvent, Fragment, FragmentStatus, FragmentVersion, Pin
 from contexts.services.errors import EditConflict, InvalidOperation
 from contexts.services.fragments import (
@@ -16,7 +17,6 @@ from contexts.services.fragments import (
     supersede_fragment,
 )
 from contexts.services.pins import move_pin, pin_fragment, reorder_pins, unpin_fragment
-from contexts.tokens import count_tokens
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ from urllib.parse import urlsplit
 import pytest
 from django.conf import settings
 
-from contexts.loadtest import gunicorn
+from devtools.loadtest import gunicorn
 from tests.api.conftest import api, world  # noqa: F401 - re-exported fixtures
 from tests.conftest import Services
 from tests.domain.conftest import cast  # noqa: F401 - re-exported fixture

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from django.core.management import call_command
 
-from contexts.indexing import index_path
+from contexts.indexes.indexing import index_path
 from contexts.models import RetrievalTrace
 from tests.api.conftest import as_token
 
@@ -116,7 +116,7 @@ def test_an_outdated_index_is_rebuilt_by_the_upgrade(api, cast, world, outdate):
     as_token(api, cast.raw_token)
     healthy = api.post("/api/contexts/retrieve", QUERY, format="json").json()
     outdate(index_path(cast.org))
-    from contexts.indexing import lexical_index
+    from contexts.indexes.indexing import lexical_index
     lexical_index(cast.org)._index = None  # as after the upgrade's restart
     degraded = api.post("/api/contexts/retrieve", QUERY, format="json").json()
     assert degraded["degraded"] == {"lexical": "lexical_index_unavailable"}
@@ -132,8 +132,8 @@ def test_an_outdated_index_is_rebuilt_by_the_upgrade(api, cast, world, outdate):
 def test_a_write_to_an_outdated_index_rebuilds_it(cast, world):
     """A follower that applies a change before the upgrade ran heals the index instead of
     failing."""
-    from contexts.follower import reindex_fragments
-    from contexts.indexing import lexical_index
+    from contexts.indexes.follower import reindex_fragments
+    from contexts.indexes.indexing import lexical_index
     old_schema(index_path(cast.org))
     lexical_index(cast.org)._index = None  # the process had it open before
     reindex_fragments([world.repo_limiter.pk])

@@ -13,8 +13,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 from rest_framework.test import APIClient
 
-from contexts import availability
-from contexts.embedded import EmbeddedRedis, free_port
+from contexts.kernel import availability
 from contexts.models import (
     AuditEvent,
     Fragment,
@@ -22,6 +21,7 @@ from contexts.models import (
     IngestionJob,
     RetrievalTrace,
 )
+from contexts.stack.servers import EmbeddedRedis, free_port
 from tests.api.conftest import as_token
 
 RETRIEVE = "/api/contexts/retrieve"

@@ -11,7 +11,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from contexts.embedded import (
+from contexts.stack.servers import (
     EmbeddedPostgres,
     EmbeddedRedis,
     EmbeddedServiceError,

@@ -1,6 +1,6 @@
 """/healthz talks to the real database, Redis and a real Celery worker.
 
-It is the operator's (contexts/restricted.py): these tests ask from an allow-listed address;
+It is the operator's (contexts/web/restricted.py): these tests ask from an allow-listed address;
 tests/security/test_redteam_9_internals.py covers who is refused.
 """
 

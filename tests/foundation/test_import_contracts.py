@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("contexts", "accounts")
+PACKAGES = ("contexts", "accounts", "devtools")
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 
 
@@ -63,14 +63,14 @@ def test_a_copy_of_the_tree_keeps_them_too(tree_copy):
 
 
 def test_an_adapter_importing_another_adapter_breaks_the_contracts(tree_copy, tmp_path):
-    copy = broken(tree_copy, "contexts/mcp_server.py",
+    copy = broken(tree_copy, "contexts/mcp/server.py",
                   "from contexts.api.retrieve import retrieve_view  # noqa: E402,F401",
                   tmp_path)
     result = lint_imports(copy)
     assert result.returncode != 0
     assert "Adapters are independent: REST, MCP, the console and the management commands " \
            "BROKEN" in " ".join(result.stdout.split())
-    assert "contexts.mcp_server -> contexts.api.retrieve" in result.stdout
+    assert "contexts.mcp.server -> contexts.api.retrieve" in result.stdout
 
 
 def test_a_model_importing_a_stage_breaks_the_layers(tree_copy, tmp_path):
@@ -81,6 +81,27 @@ def test_a_model_importing_a_stage_breaks_the_layers(tree_copy, tmp_path):
     output = " ".join(result.stdout.split())
     assert "Layers: adapters" in output and "BROKEN" in output
     assert "contexts.models.fragments -> contexts.ingestion.chunk" in result.stdout
+
+
+def test_the_product_importing_the_lab_breaks_the_contracts(tree_copy, tmp_path):
+    copy = broken(tree_copy, "contexts/retrieval/fuse.py",
+                  "from devtools import bench_corpus  # noqa: E402,F401", tmp_path)
+    result = lint_imports(copy)
+    assert result.returncode != 0
+    output = " ".join(result.stdout.split())
+    assert "The product never imports the lab" in output and "BROKEN" in output
+    assert "contexts.retrieval.fuse -> devtools.bench_corpus" in result.stdout
+
+
+def test_an_adapter_importing_a_write_module_breaks_the_one_door(tree_copy, tmp_path):
+    copy = broken(tree_copy, "contexts/console/views/fragments.py",
+                  "from contexts.services.fragments import retire_fragment  # noqa: E402,F401",
+                  tmp_path)
+    result = lint_imports(copy)
+    assert result.returncode != 0
+    output = " ".join(result.stdout.split())
+    assert "Adapters write only through the use cases" in output and "BROKEN" in output
+    assert "contexts.console.views.fragments -> contexts.services.fragments" in result.stdout
 
 
 def package_graph() -> dict[str, set[str]]:

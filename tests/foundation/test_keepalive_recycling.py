@@ -1,5 +1,5 @@
 """A keep-alive connection is closed by the server after ``CONTEXTS_KEEPALIVE_REQUESTS``
-requests (contexts/web_worker.py), so that connections opened together spread over the web
+requests (contexts/web/worker.py), so that connections opened together spread over the web
 processes again instead of staying with the one that accepted them.
 
 Against a real server started the way ``make run`` starts it (gunicorn, the project's uvicorn
@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from contexts.loadtest import gunicorn
+from devtools.loadtest import gunicorn
 
 pytestmark = pytest.mark.slow
 
@@ -118,8 +118,9 @@ def test_pipelined_requests_past_the_limit_get_a_clean_close_not_an_error(port: 
 def test_the_worker_serves_only_after_its_encoder_answers(monkeypatch):
     """The wiring ``make run``'s worker relies on: the readiness wait, heartbeating gunicorn,
     before the process's follower starts and before it serves."""
-    from contexts import follower, web_worker
+    from contexts.indexes import follower
     from contexts.retrieval import query_encoder
+    from contexts.web import worker as web_worker
 
     Base = web_worker._UvicornWorker  # uvicorn's own worker, imported without its warning
 

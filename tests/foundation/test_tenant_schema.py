@@ -1,6 +1,6 @@
 """Every tenant table carries the organization (issue 21, item 5): the live schema, read from
-``pg_catalog``, has every table classified in ``contexts/tenancy.py`` and keeps the rule of its
-class — a tenant table has a NOT NULL ``org_id`` in every unique key and in every foreign key to
+``pg_catalog``, has every table classified in ``contexts/models/tenancy.py`` and keeps the rule of
+its class — a tenant table has a NOT NULL ``org_id`` in every unique key and in every foreign key to
 another tenant table; reference and local tables refer to no tenant table — and
 ``docs/scale-out.md`` carries the Citus DDL of exactly these tables. The checker is shown to
 catch each kind of break, and the rows the application writes carry their organization."""
@@ -17,7 +17,6 @@ from django.db import IntegrityError, connection, transaction
 
 from accounts.models import Scope, TokenScope
 from accounts.tokens import create_token
-from contexts import tenancy
 from contexts.models import (
     Context,
     ContextOwner,
@@ -29,6 +28,7 @@ from contexts.models import (
     Pin,
     SourceDocument,
     SourcePointer,
+    tenancy,
 )
 from contexts.services import fragments as fragment_service
 from contexts.services.pins import pin_fragment
@@ -299,7 +299,7 @@ def test_migrations_fill_the_organization_of_existing_rows_and_reverse(services)
     import subprocess
     import sys
 
-    from contexts.embedded import PG_OWNER_ROLE
+    from contexts.stack.servers import PG_OWNER_ROLE
     from tests.conftest import ROOT
 
     services.postgres.ensure_database("tenancy_upgrade")

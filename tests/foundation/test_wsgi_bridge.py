@@ -1,5 +1,5 @@
-"""The ASGI-to-WSGI bridge Django is served through (``contexts.wsgi_bridge``), driven as an ASGI
-server drives it: a scope, a ``receive`` that yields the request's messages and a ``send`` that
+"""The ASGI-to-WSGI bridge Django is served through (``contexts.web.wsgi_bridge``), driven as an
+ASGI server drives it: a scope, a ``receive`` that yields the request's messages and a ``send`` that
 records the response's. The WSGI applications here answer with Django's response classes, as
 Django's handler does. Served end to end (gunicorn, uvicorn, Django) by the load-test, MCP and
 red-team tests."""
@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import pytest
 from django.http import HttpResponse, StreamingHttpResponse
 
-from contexts.wsgi_bridge import BUFFERED_BODY_MAX, BUFFERED_TOTAL_MAX, WSGIBridge
+from contexts.web.wsgi_bridge import BUFFERED_BODY_MAX, BUFFERED_TOTAL_MAX, WSGIBridge
 
 
 def scope(method: str = "POST", headers: list[tuple[bytes, bytes]] | None = None) -> dict:

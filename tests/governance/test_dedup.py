@@ -13,7 +13,7 @@ from contexts.governance.dedup_review import (
     merge_duplicates,
     propose_duplicates,
 )
-from contexts.indexing import embed_fragments
+from contexts.indexes.indexing import embed_fragments
 from contexts.ingestion.simhash import hamming, simhash
 from contexts.models import (
     AuditEvent,

@@ -12,9 +12,9 @@ from django.core.management import call_command
 
 from accounts.permissions import SYSTEM
 from accounts.scopes import retrieval_scopes
-from contexts.embedder import resolve_model
+from contexts.embedding.embedder import resolve_model
 from contexts.governance import reembed
-from contexts.indexing import active_generation
+from contexts.indexes.indexing import active_generation
 from contexts.models import Embedding, EmbeddingGeneration, Fragment, RetrievalTrace
 from contexts.models.embeddings import GenerationState
 from contexts.retrieval import RetrievalRequest, retrieve

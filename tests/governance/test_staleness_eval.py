@@ -8,7 +8,7 @@ from collections import Counter
 
 from django.core.management import call_command
 
-from contexts.governance.staleness_eval import DEFAULT_PAIRS, evaluate, load_pairs
+from devtools.staleness_eval import DEFAULT_PAIRS, evaluate, load_pairs
 
 
 def test_the_labelled_set_is_large_varied_and_balanced():

@@ -10,7 +10,7 @@ from contexts.ingestion import chunk_code as chunk_code_module
 from contexts.ingestion.chunk import CHUNKER_VERSION, chunk
 from contexts.ingestion.normalize import normalize
 from contexts.ingestion.types import Chunk, NormalizedDocument
-from contexts.tokens import count_tokens
+from contexts.kernel.tokens import count_tokens
 
 SAMPLES = Path(__file__).parent / "samples"
 

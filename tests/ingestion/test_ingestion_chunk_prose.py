@@ -8,7 +8,7 @@ from contexts.ingestion import chunk_prose
 from contexts.ingestion.chunk import CHUNKER_VERSION, chunk
 from contexts.ingestion.normalize import normalize
 from contexts.ingestion.types import Chunk, NormalizedDocument
-from contexts.tokens import count_tokens
+from contexts.kernel.tokens import count_tokens
 
 SAMPLES = Path(__file__).parent / "samples"
 

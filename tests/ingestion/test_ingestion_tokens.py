@@ -8,7 +8,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from contexts.tokens import (
+from contexts.kernel.tokens import (
     count_tokens,
     count_tokens_batch,
     decode,
@@ -58,7 +58,7 @@ def test_encoder_and_language_model_load_without_network(tmp_path: Path) -> None
         socket.getaddrinfo = refuse
 
         from contexts.ingestion.normalize import detect_natural_language
-        from contexts.tokens import count_tokens
+        from contexts.kernel.tokens import count_tokens
 
         french = detect_natural_language("Bonjour à tous, voici le plan.")
         print(count_tokens("hello world"), french)

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from accounts.permissions import SYSTEM
-from contexts import indexing
 from contexts.celery import app
+from contexts.indexes import indexing
 from contexts.models import (
     Embedding,
     Fragment,

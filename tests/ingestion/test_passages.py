@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from accounts.permissions import SYSTEM
-from contexts.embedder import MAX_PASSAGES, load_embedder
+from contexts.embedding.embedder import MAX_PASSAGES, load_embedder
 from contexts.governance.similarity import cosine_pairs
-from contexts.indexing import embed_fragments, embedding_text
+from contexts.indexes.indexing import embed_fragments, embedding_text
 from contexts.models import Embedding
 from contexts.retrieval.dense import PASSAGE_WEIGHT
 from contexts.retrieval.pipeline import retrieve
@@ -119,7 +119,7 @@ def test_near_duplicate_detection_compares_heads_only(cast):
 
 
 def test_split_rows_keeps_each_fragments_passages_together():
-    from contexts.indexing import split_rows
+    from contexts.indexes.indexing import split_rows
 
     vectors = np.arange(12, dtype=np.float32).reshape(6, 2)
     parts = split_rows(vectors, [1, 3, 2])

@@ -13,7 +13,7 @@ import pytest
 from django.db.models import Max
 
 from accounts.permissions import SYSTEM
-from contexts import indexing
+from contexts.indexes import indexing
 from contexts.ingestion import pipeline
 from contexts.ingestion.jobs import run_job
 from contexts.models import (

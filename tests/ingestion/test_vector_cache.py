@@ -6,7 +6,12 @@ import numpy as np
 import pytest
 
 from accounts.permissions import SYSTEM
-from contexts.indexing import embed_fragments, embedding_text, embedding_text_for, vector_key
+from contexts.indexes.indexing import (
+    embed_fragments,
+    embedding_text,
+    embedding_text_for,
+    vector_key,
+)
 from contexts.models import Embedding, VectorCache
 from contexts.services.fragments import create_fragment
 from tests.domain.conftest import cast  # noqa: F401 - fixture

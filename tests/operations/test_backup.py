@@ -11,7 +11,7 @@ import psycopg
 import pytest
 from django.core.management import call_command
 
-from contexts.embedded import PG_APP_ROLE, PG_OWNER_ROLE, PG_SUPERUSER
+from contexts.stack.servers import PG_APP_ROLE, PG_OWNER_ROLE, PG_SUPERUSER
 from tests.api.conftest import as_token
 from tests.conftest import ROOT
 

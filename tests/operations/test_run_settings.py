@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from contexts import runsettings
-from contexts.embedded import free_port
 from contexts.governance import nudges
 from contexts.management.commands.runstack import Command as RunStack
 from contexts.models import Nudge
+from contexts.stack import runsettings
+from contexts.stack.servers import free_port
 from tests.domain.conftest import cast  # noqa: F401 - re-exported fixture
 from tests.governance.conftest import hot
 

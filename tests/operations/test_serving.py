@@ -1,4 +1,4 @@
-"""A web process's preparation (contexts/serving.py): the collector's tuning."""
+"""A web process's preparation (contexts/web/serving.py): the collector's tuning."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import gc
 
 import pytest
 
-from contexts import serving
+from contexts.web import serving
 
 
 @pytest.fixture

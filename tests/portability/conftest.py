@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from accounts.models import Organization, Role
 from accounts.permissions import SYSTEM
-from contexts import follower
+from contexts.indexes import follower
 from contexts.ingestion.pipeline import Ingestor, Target
 from contexts.ingestion.sources import SourceFile
 from contexts.models import Context, Fragment, Nudge

@@ -8,7 +8,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from accounts.permissions import SYSTEM
-from contexts import follower
+from contexts.indexes import follower
 from contexts.models import Fragment
 from contexts.services import fragments as fragment_service
 

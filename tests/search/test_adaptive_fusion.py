@@ -7,9 +7,9 @@ import json
 import numpy as np
 import pytest
 
-from contexts.evaluation import fusion_fit
 from contexts.retrieval import adaptive
 from contexts.retrieval.types import FusionConfig
+from devtools import fusion_fit
 
 ERROR = ("ImproperlyConfigured: The SECRET_KEY setting must not be empty.\n"
          '  File "contexts/settings.py", line 82, in <module>')

@@ -1,5 +1,5 @@
-"""Queries that arrive together share one forward pass (``contexts.batching``): batched answers
-are the unbatched ones within float tolerance, a lone query does not wait, and a query that
+"""Queries that arrive together share one forward pass (``contexts.embedding.batching``): batched
+answers are the unbatched ones within float tolerance, a lone query does not wait, and a query that
 cannot be encoded fails alone. The batcher's rules are checked with a recording encoder that
 the test holds and releases (deterministic, no timing); the answers with the real model in the
 real encoder child."""
@@ -12,8 +12,8 @@ from concurrent.futures import Future
 import numpy as np
 import pytest
 
-from contexts.batching import Batcher
-from contexts.embedder import encode_query_with, resolve_model
+from contexts.embedding.batching import Batcher
+from contexts.embedding.embedder import encode_query_with, resolve_model
 from contexts.retrieval import query_encoder
 from contexts.retrieval.query_encoder import Pending
 
@@ -161,7 +161,7 @@ def test_batched_vectors_from_the_child_are_the_unbatched_ones(process_mode) -> 
 
 
 def test_a_query_with_an_unknown_model_fails_alone_in_the_child(process_mode) -> None:
-    from contexts.embedder import ModelSpec
+    from contexts.embedding.embedder import ModelSpec
 
     missing = [ModelSpec("missing", "local", "/nonexistent/model")]
     Pending(SPECS, "start the child").result()

@@ -19,8 +19,8 @@ from django.test import Client
 from django.utils import timezone
 
 from accounts.permissions import SYSTEM
-from contexts import follower
-from contexts.indexing import index_path, lexical_index
+from contexts.indexes import follower
+from contexts.indexes.indexing import index_path, lexical_index
 from contexts.models import Change, ChangeHead, Follower, FragmentStatus, RetrievalTrace
 from contexts.search import LexicalDoc
 from contexts.services.change_feed import changes_committed

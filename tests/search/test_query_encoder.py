@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from contexts.embedder import ModelSpec, encode_query_with, resolve_model
+from contexts.embedding.embedder import ModelSpec, encode_query_with, resolve_model
 from contexts.models.embeddings import EMBEDDING_DIM
 from contexts.retrieval import query_encoder
 from contexts.retrieval.query_encoder import Pending
@@ -153,7 +153,7 @@ def test_the_child_leaves_stop_signals_to_its_parent(process_mode) -> None:
     assert child_pid() == pid and vector.shape == (EMBEDDING_DIM,)
 
 
-# --- a web process serves once its child answers (contexts/web_worker.py) ----------------------
+# --- a web process serves once its child answers (contexts/web/worker.py) ----------------------
 def test_ready_waits_until_the_child_answers_and_beats_meanwhile(process_mode) -> None:
     query_encoder.discard()
     beats: list[float] = []

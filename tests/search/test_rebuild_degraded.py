@@ -1,6 +1,6 @@
 """Issue 22: while the lexical index is being rebuilt, `degraded` says so.
 
-A rebuild (contexts/follower.py) empties an organization's index, then refills it from
+A rebuild (contexts/indexes/follower.py) empties an organization's index, then refills it from
 PostgreSQL; a keyword search meanwhile finds little or nothing. The rebuild keeps a marker beside
 the organization's lock for its duration, and the lexical leg reports
 `lexical_index_rebuilding`. On the real database and index: a retrieval made from inside a
@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import pytest
 
-from contexts import follower
-from contexts.indexing import lexical_index
+from contexts.indexes import follower
+from contexts.indexes.indexing import lexical_index
 from contexts.models import RetrievalTrace
 from contexts.retrieval.degraded import CODES, LEXICAL_INDEX_REBUILDING
 from tests.api.conftest import api, as_token, world  # noqa: F401 - re-exported fixtures

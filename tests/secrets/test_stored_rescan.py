@@ -20,7 +20,7 @@ from django.core.management import call_command
 from rest_framework.test import APIClient
 
 from accounts.permissions import SYSTEM
-from contexts.follower import reindex_fragments
+from contexts.indexes.follower import reindex_fragments
 from contexts.models import (
     AuditEvent,
     Fragment,

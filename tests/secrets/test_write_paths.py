@@ -21,7 +21,6 @@ from rest_framework.test import APIClient
 
 from accounts.permissions import SYSTEM
 from accounts.tokens import create_token
-from contexts import tenancy
 from contexts.ingestion.jobs import run_job
 from contexts.models import (
     AuditEvent,
@@ -32,6 +31,7 @@ from contexts.models import (
     SecretFinding,
     SourcePointer,
     UploadBlob,
+    tenancy,
 )
 from contexts.services.errors import InvalidOperation
 from contexts.services.fragments import create_fragment

@@ -56,8 +56,8 @@ from accounts.models import (
 )
 from accounts.permissions import SYSTEM
 from accounts.tokens import create_token
-from contexts.follower import reindex_fragments
-from contexts.indexing import NAMESPACES, active_generation, cache_vectors
+from contexts.indexes.follower import reindex_fragments
+from contexts.indexes.indexing import NAMESPACES, active_generation, cache_vectors
 from contexts.models import (
     Context,
     ContextSubscription,

@@ -35,8 +35,8 @@ from rest_framework.test import APIClient
 from accounts.models import ApiToken
 from accounts.permissions import SYSTEM
 from accounts.tokens import create_token
-from contexts import mcp_server, tenancy
 from contexts.ingestion.jobs import run_job
+from contexts.mcp import server as mcp_server
 from contexts.models import (
     Fragment,
     FragmentVersion,
@@ -44,6 +44,7 @@ from contexts.models import (
     SecretFinding,
     SourceDocument,
     SourcePointer,
+    tenancy,
 )
 from contexts.services.secret_scan import normalised, redact, scan
 from contexts.usecases.ingestion import SubmitSource, create_job, submit

@@ -5,10 +5,10 @@ request paths in the web server's access log (and Django's "Not Found: <path>" l
 After: logs never hold a credential-bearing URL. Every handler — ``settings.LOGGING``'s, the
 web server's access log, Celery's — redacts the token of a set-password path, the token of a
 nudge link, credential query parameters (``code``, ``state``, ``token``, ...) and anything
-shaped like a signed value or reset token (``contexts.logfilters.RedactCredentials``). Without a
-mail server the default e-mail backend keeps each message whole in a 0600 file under
-``var/mail/`` and logs only where (``contexts.mail.FileMailBackend``); production uses SMTP, and
-``check --deploy`` warns while it does not.
+shaped like a signed value or reset token (``contexts.kernel.logfilters.RedactCredentials``).
+Without a mail server the default e-mail backend keeps each message whole in a 0600 file under
+``var/mail/`` and logs only where (``contexts.kernel.mail.FileMailBackend``); production uses SMTP,
+and ``check --deploy`` warns while it does not.
 """
 
 from __future__ import annotations
@@ -33,10 +33,10 @@ from django.test import Client
 
 from accounts.permissions import SYSTEM
 from contexts.governance import nudges
-from contexts.loadtest import gunicorn
-from contexts.logfilters import REDACTED, RedactCredentials, redact, redact_every_handler
+from contexts.kernel.logfilters import REDACTED, RedactCredentials, redact, redact_every_handler
 from contexts.models import Nudge
 from contexts.services.fragments import create_fragment
+from devtools.loadtest import gunicorn
 from tests.console.conftest import client_for
 from tests.domain.conftest import cast  # noqa: F401 - fixture
 
@@ -245,7 +245,7 @@ def test_the_deploy_check_warns_while_no_mail_is_delivered(tmp_path):
 
 
 def test_the_default_backend_keeps_mail_in_var():
-    assert default_mail_settings() == ("contexts.mail.FileMailBackend", True)
+    assert default_mail_settings() == ("contexts.kernel.mail.FileMailBackend", True)
 
 
 def test_a_mail_file_is_never_written_through_a_planted_name(mail_dir, monkeypatch):
@@ -253,8 +253,8 @@ def test_a_mail_file_is_never_written_through_a_planted_name(mail_dir, monkeypat
     mail_dir.mkdir(parents=True)
     planted = mail_dir / "planted.eml"
     planted.write_text("")
-    monkeypatch.setattr("contexts.mail.secrets.token_hex", lambda n: "same")
-    monkeypatch.setattr("contexts.mail.timezone.now", lambda: dt.datetime(2026, 1, 1))
+    monkeypatch.setattr("contexts.kernel.mail.secrets.token_hex", lambda n: "same")
+    monkeypatch.setattr("contexts.kernel.mail.timezone.now", lambda: dt.datetime(2026, 1, 1))
     (mail_dir / "20260101T000000-same.eml").symlink_to(planted)
     with pytest.raises(FileExistsError):
         send_mail("s", "b", "from@example.com", ["to@example.com"])

@@ -4,7 +4,7 @@ Each retrieval hands its query to the web process's query-encoder child before i
 authorised and validated. Answers nobody asked for used to stay in the pipe until it filled; the
 child then stopped reading, the next send blocked while holding the sender's lock, and every
 later retrieval of that process hung for good. Now the parent drains answers before each send,
-caps the tickets in flight, and bounds every send and receive (``contexts/frames.py``,
+caps the tickets in flight, and bounds every send and receive (``contexts/embedding/frames.py``,
 ``contexts/retrieval/query_encoder.py``).
 
 The server tests run the shipped configuration (gunicorn with a uvicorn worker, the query
@@ -29,12 +29,12 @@ import pytest
 from django.conf import settings
 
 from accounts.permissions import SYSTEM
-from contexts.embedder import encode_query_with, resolve_model
-from contexts.follower import reindex_fragments
-from contexts.loadtest import gunicorn
+from contexts.embedding.embedder import encode_query_with, resolve_model
+from contexts.indexes.follower import reindex_fragments
 from contexts.retrieval import query_encoder
 from contexts.retrieval.query_encoder import ChildDied, Pending
 from contexts.services.fragments import create_fragment
+from devtools.loadtest import gunicorn
 from tests.conftest import Services
 from tests.domain.conftest import Cast, cast  # noqa: F401 - re-exported fixture
 
@@ -95,7 +95,7 @@ def world(cast: Cast, settings, server: Server):  # noqa: F811
 class OneConnection:
     """Requests over one keep-alive connection; fails if the server ever closes it unasked.
     The one close allowed is the planned one: an answer saying ``Connection: close`` after
-    ``CONTEXTS_KEEPALIVE_REQUESTS`` requests (contexts/web_worker.py), after which the client
+    ``CONTEXTS_KEEPALIVE_REQUESTS`` requests (contexts/web/worker.py), after which the client
     connects again."""
 
     def __init__(self, port: int, token: str) -> None:

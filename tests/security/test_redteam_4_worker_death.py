@@ -36,9 +36,9 @@ from kombu import Connection
 
 from accounts.permissions import SYSTEM
 from contexts.celery import app
-from contexts.embedded import EmbeddedRedis, free_port
 from contexts.models import Fragment, IngestionJob, JobState
 from contexts.services.job_leases import pending_job_ids
+from contexts.stack.servers import EmbeddedRedis, free_port
 from contexts.tasks import reap_stale_jobs
 from contexts.usecases.ingestion import create_job, enqueue
 from tests.conftest import ROOT, start_worker, stop_worker

@@ -21,7 +21,7 @@ from django.urls.resolvers import RoutePattern
 from rest_framework.test import APIClient
 
 from accounts.models import Role
-from contexts.ids import InvalidId, parse_public_id, parse_slug
+from contexts.kernel.ids import InvalidId, parse_public_id, parse_slug
 from tests.api.conftest import as_token, world  # noqa: F401 - fixture
 from tests.domain.conftest import cast  # noqa: F401 - fixture
 from tests.factories import MembershipFactory, UserFactory

@@ -16,10 +16,10 @@ from collections.abc import Iterator
 import pytest
 from django.db import OperationalError, connections
 
-from contexts import availability
-from contexts.embedded import EmbeddedRedis, free_port
+from contexts.kernel import availability
 from contexts.models import Fragment
-from contexts.security import security_headers
+from contexts.stack.servers import EmbeddedRedis, free_port
+from contexts.web.csp import security_headers
 from tests.domain.conftest import cast  # noqa: F401 - fixture
 from tests.security.mcp_process import Served, serve, tool_error
 
@@ -113,7 +113,7 @@ def test_a_database_lost_inside_a_tool_is_the_rest_503_body():
     """After the token check, a tool that meets a lost connection answers through the API's
     handler: the same body and retry hint (tested in-process: no outage can be timed to fall
     between the two)."""
-    from contexts.mcp_server import _error
+    from contexts.mcp.server import _error
 
     result = _error(OperationalError("server closed the connection unexpectedly"))
     assert result.is_error

@@ -21,9 +21,9 @@ from urllib.parse import urlencode, urlsplit
 import pytest
 from django.test import RequestFactory, override_settings
 
-from contexts.client_address import client_address
-from contexts.loadtest import gunicorn
-from contexts.serving import ASGI_WORKER_CLASS
+from contexts.kernel.client_address import client_address
+from contexts.web.serving import ASGI_WORKER_CLASS
+from devtools.loadtest import gunicorn
 
 pytestmark = pytest.mark.slow
 

@@ -23,7 +23,7 @@ import pytest
 import redis
 from django.db import connection
 
-from contexts.embedded import (
+from contexts.stack.servers import (
     PG_APP_ROLE,
     PG_OWNER_ROLE,
     EmbeddedPostgres,

@@ -20,7 +20,7 @@ import pytest
 from django.db import connections
 from django.test import Client
 
-from contexts.indexing import index_path
+from contexts.indexes.indexing import index_path
 from contexts.models import RetrievalTrace
 from tests.api.conftest import as_token, world  # noqa: F401 - re-exported fixture
 from tests.domain.conftest import cast  # noqa: F401 - re-exported fixture
@@ -117,7 +117,7 @@ def test_allow_listed_addresses_and_superusers_are_allowed(client: Client, setti
     settings.METRICS_ALLOW = ["10.20.0.0/16"]
     assert client.get("/metrics", REMOTE_ADDR="10.20.3.4").status_code == 200
     _refused(client.get("/metrics", REMOTE_ADDR="10.21.3.4"))
-    # The address is the one contexts.client_address decides: a forwarded header counts only
+    # The address is the one contexts.kernel.client_address decides: a forwarded header counts only
     # from a configured proxy.
     _refused(client.get("/metrics", REMOTE_ADDR="127.0.0.1", HTTP_X_FORWARDED_FOR="10.20.3.4"))
     settings.TRUSTED_PROXIES = ["127.0.0.1/32"]

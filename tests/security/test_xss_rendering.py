@@ -18,7 +18,7 @@ from django.test import Client
 from rest_framework.test import APIClient
 
 from accounts.permissions import SYSTEM
-from contexts.follower import reindex_fragments
+from contexts.indexes.follower import reindex_fragments
 from contexts.ingestion.jobs import run_job
 from contexts.models import IngestionJob, Nudge
 from contexts.services.fragments import create_fragment, edit_fragment

@@ -11,7 +11,7 @@ from django.shortcuts import get_object_or_404
 
 from accounts.models import Organization, Scope
 from contexts.console.querysets import visible
-from contexts.ids import parse_public_id
+from contexts.kernel.ids import parse_public_id
 from contexts.models import Fragment
 from contexts.usecases import proposals
 

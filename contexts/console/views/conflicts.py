@@ -23,11 +23,10 @@ from django.views.decorators.http import require_http_methods
 
 from contexts.console.querysets import OPEN_NUDGE_STATES, visible
 from contexts.console.views.common import org_context
-from contexts.governance.nudges import NudgeAlreadyAnswered, may_answer
 from contexts.models import Nudge
 from contexts.models.governance import NudgeKind
 from contexts.services.errors import EditConflict, InvalidOperation
-from contexts.usecases import source_conflicts
+from contexts.usecases import nudges, source_conflicts
 
 CHOICES = {
     source_conflicts.KEEP_MINE: "Kept the curated text",
@@ -44,7 +43,7 @@ def conflict(request: HttpRequest, fragment_id: str) -> HttpResponse:
                                          state__in=OPEN_NUDGE_STATES)
         .select_related("fragment__org", "fragment__scope", "fragment__owner", "owner"),
         fragment__public_id=fragment_id)
-    if not may_answer(request.user, nudge):
+    if not nudges.may_answer(request.user, nudge):
         raise PermissionDenied("only the owner, a tech lead or a curator may answer this")
     if request.method == "GET":
         return _page(request, nudge)
@@ -55,7 +54,7 @@ def conflict(request: HttpRequest, fragment_id: str) -> HttpResponse:
             request.user, nudge, choice, request.POST.get("text"),
             upstream_hash=request.POST.get("upstream_hash") or None,
             based_on_version=int(version) if version.isdigit() else None)
-    except NudgeAlreadyAnswered:
+    except nudges.NudgeAlreadyAnswered:
         messages.info(request, "This conflict has already been answered.")
         return redirect(reverse("console:inbox"))
     except EditConflict as exc:

@@ -17,17 +17,10 @@ from contexts.console.markup import diff_lines, render_fragment_body
 from contexts.console.querysets import OPEN_NUDGE_STATES, Visible, visible
 from contexts.console.rendering import htmx_partial, navigate, render_page, safe_next
 from contexts.console.views.common import get_fragment, org_context
-from contexts.governance.nudges import answer_nudge
 from contexts.models import Fragment, FragmentVersion, Pin, Source
 from contexts.models.governance import NudgeAnswer
 from contexts.services.errors import EditConflict, InvalidOperation
-from contexts.services.fragments import (
-    edit_fragment,
-    follow_repository_owner,
-    reassign_owner,
-    supersede_fragment,
-)
-from contexts.usecases import curation
+from contexts.usecases import curation, nudges
 
 CONTENT_TARGET = "fragment-content"
 
@@ -198,7 +191,7 @@ def fragment_edit(request: HttpRequest, fragment_id: str) -> HttpResponse:
     # (a secret in it was redacted) stays open for the owner.
     open_nudge = fragment.nudges.filter(state__in=OPEN_NUDGE_STATES).first()
     try:
-        fragment = edit_fragment(request.user, fragment,
+        fragment = curation.edit(request.user, fragment,
                                  based_on_version=data["based_on_version"], body=data["body"],
                                  title=data["title"], reason=data["reason"])
     except EditConflict as conflict:
@@ -214,7 +207,7 @@ def fragment_edit(request: HttpRequest, fragment_id: str) -> HttpResponse:
     if open_nudge is not None:
         # The edit settles "is this still accurate?" (governance may already have closed it).
         try:
-            answer_nudge(request.user, open_nudge, NudgeAnswer.EDITED)
+            nudges.answer(request.user, open_nudge, NudgeAnswer.EDITED)
         except (InvalidOperation, PermissionDenied):
             pass
     back = safe_next(request)
@@ -249,7 +242,7 @@ def fragment_supersede(request: HttpRequest, fragment_id: str) -> HttpResponse:
             messages.error(request, "No fragment with that id that you can read.")
         else:
             try:
-                supersede_fragment(request.user, fragment, replacement,
+                curation.supersede(request.user, fragment, replacement,
                                    reason=form.cleaned_data["reason"])
                 messages.success(request, f"Superseded by {replacement.public_id}.")
             except InvalidOperation as exc:
@@ -287,7 +280,7 @@ def fragment_owner(request: HttpRequest, fragment_id: str) -> HttpResponse:
     new_owner = None if name == NO_OWNER else get_object_or_404(
         get_user_model(), username=name, memberships__org=fragment.org)
     try:
-        reassign_owner(request.user, fragment, new_owner)
+        curation.reassign_owner(request.user, fragment, new_owner)
         messages.success(request, f"Owner is now {name if new_owner else 'nobody'}.")
     except InvalidOperation as exc:
         messages.error(request, str(exc))
@@ -301,7 +294,7 @@ def fragment_owner_follow(request: HttpRequest, fragment_id: str) -> HttpRespons
     history, the tech lead) decide again, now and at every sync."""
     fragment = get_fragment(request, fragment_id)
     try:
-        fragment = follow_repository_owner(request.user, fragment)
+        fragment = curation.follow_repository_owner(request.user, fragment)
         name = fragment.owner.get_username() if fragment.owner_id else "nobody"
         messages.success(request, f"The owner follows the repository again: {name}.")
     except InvalidOperation as exc:

@@ -23,16 +23,16 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
 from accounts.models import Organization, Scope
-from contexts.compression import packed_tokens
 from contexts.console.forms import ConsoleForm
 from contexts.console.markup import compose_negative, render_text
 from contexts.console.querysets import Visible, visible
 from contexts.console.views.common import get_org, org_context
+from contexts.kernel.compression import packed_tokens
+from contexts.kernel.tokens import count_tokens
 from contexts.models import FragmentKind
 from contexts.services.errors import InvalidOperation
 from contexts.services.secret_scan import describe, redact, scan
 from contexts.services.secrets import policy
-from contexts.tokens import count_tokens
 from contexts.usecases.errors import NotVisible, Refused
 from contexts.usecases.fragments import (
     MAX_BODY_CHARS,

@@ -19,11 +19,10 @@ from contexts.console.querysets import OPEN_NUDGE_STATES, Visible, visible
 from contexts.console.rendering import htmx_partial, redirect_back, render_page
 from contexts.console.views.common import get_fragment, get_scope, org_context, paginate
 from contexts.console.views.fragment_detail import content_context, panels_context
-from contexts.ids import InvalidField
+from contexts.kernel.ids import InvalidField
 from contexts.models import Fragment, Nudge, Pin
 from contexts.services.errors import InvalidOperation
-from contexts.services.fragments import mark_negative, restore_fragment, retire_fragment
-from contexts.services.pins import pin_fragment, unpin_fragment
+from contexts.usecases import curation
 
 
 def rows(seen: Visible, scope: Scope) -> QuerySet[Fragment]:
@@ -114,7 +113,7 @@ def pin(request: HttpRequest, fragment_id: str) -> HttpResponse:
     fragment = get_fragment(request, fragment_id)
     scope = _action_scope(request, fragment)
     try:
-        pin_fragment(request.user, fragment, scope, reason=_reason(request))
+        curation.pin(request.user, fragment, scope, reason=_reason(request))
     except InvalidOperation as exc:
         return _invalid(request, exc)
     return _action_response(request, fragment, scope)
@@ -125,7 +124,7 @@ def pin(request: HttpRequest, fragment_id: str) -> HttpResponse:
 def unpin(request: HttpRequest, fragment_id: str) -> HttpResponse:
     fragment = get_fragment(request, fragment_id)
     scope = _action_scope(request, fragment)
-    unpin_fragment(request.user, fragment, scope)
+    curation.unpin(request.user, fragment, scope)
     return _action_response(request, fragment, scope)
 
 
@@ -133,7 +132,7 @@ def unpin(request: HttpRequest, fragment_id: str) -> HttpResponse:
 @require_POST
 def retire(request: HttpRequest, fragment_id: str) -> HttpResponse:
     fragment = get_fragment(request, fragment_id)
-    retire_fragment(request.user, fragment, reason=_reason(request))
+    curation.retire(request.user, fragment, reason=_reason(request))
     return _action_response(request, fragment, _action_scope(request, fragment))
 
 
@@ -141,7 +140,7 @@ def retire(request: HttpRequest, fragment_id: str) -> HttpResponse:
 @require_POST
 def restore(request: HttpRequest, fragment_id: str) -> HttpResponse:
     fragment = get_fragment(request, fragment_id)
-    restore_fragment(request.user, fragment, reason=_reason(request))
+    curation.restore(request.user, fragment, reason=_reason(request))
     return _action_response(request, fragment, _action_scope(request, fragment))
 
 
@@ -149,5 +148,5 @@ def restore(request: HttpRequest, fragment_id: str) -> HttpResponse:
 @require_POST
 def negative(request: HttpRequest, fragment_id: str) -> HttpResponse:
     fragment = get_fragment(request, fragment_id)
-    mark_negative(request.user, fragment, request.POST.get("value", "1") == "1")
+    curation.mark_negative(request.user, fragment, request.POST.get("value", "1") == "1")
     return _action_response(request, fragment, _action_scope(request, fragment))

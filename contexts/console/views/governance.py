@@ -32,12 +32,12 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from accounts.models import Organization
 from contexts.console.querysets import Visible, visible
 from contexts.console.views.common import get_fragment, org_context, remembered_org
-from contexts.governance import nudges, report
-from contexts.governance.dedup_review import dismiss_candidate, merge_duplicates
+from contexts.governance import report
 from contexts.governance.supersession import supersession_chain
 from contexts.models import DedupCandidate, DedupState, Nudge
 from contexts.models.governance import NudgeAnswer, NudgeState
 from contexts.services.errors import EditConflict, InvalidOperation
+from contexts.usecases import curation, nudges
 
 
 def current_time() -> dt.datetime:
@@ -109,7 +109,7 @@ def nudge_answer(request: HttpRequest, token: str, answer: str) -> HttpResponse:
     body = request.POST.get("body") if choice == NudgeAnswer.EDITED else None
     try:
         version = int(request.POST.get("version") or nudge.fragment.version)
-        answered = nudges.answer_nudge(user, nudge, choice, new_owner, body=body,
+        answered = nudges.answer(user, nudge, choice, new_owner, body=body,
                                        title=request.POST.get("title"),
                                        based_on_version=version)
     except nudges.NudgeAlreadyAnswered as exc:
@@ -181,13 +181,13 @@ def dedup_decide(request: HttpRequest, pk: int) -> HttpResponse:
     action = request.POST.get("action")
     try:
         if action == "dismiss":
-            dismiss_candidate(request.user, candidate)
+            curation.dismiss_duplicate(request.user, candidate)
             messages.success(request, "Proposal dismissed.")
         elif action in ("keep-a", "keep-b"):
             keep, drop = candidate.fragment_a, candidate.fragment_b
             if action == "keep-b":
                 keep, drop = drop, keep
-            merge_duplicates(request.user, keep, drop)
+            curation.merge_duplicates(request.user, keep, drop)
             messages.success(request, f"{drop.public_id} merged into {keep.public_id}.")
         else:
             messages.error(request, "Unknown action.")

@@ -12,7 +12,7 @@ from django.views.decorators.http import require_GET
 from contexts.console.querysets import OPEN_NUDGE_STATES, visible
 from contexts.console.views.common import get_org, org_context
 from contexts.console.views.fragment_new import writable_scopes
-from contexts.ids import parse_slug
+from contexts.kernel.ids import parse_slug
 from contexts.models import FragmentStatus
 from contexts.usecases import invitations
 

@@ -17,11 +17,10 @@ from contexts.console.forms import NudgeAnswerForm
 from contexts.console.querysets import OPEN_NUDGE_STATES, visible
 from contexts.console.rendering import htmx_partial, redirect_back
 from contexts.console.views.common import org_context, paginate, remembered_org
-from contexts.governance.nudges import answer_nudge
-from contexts.governance.nudges import inbox as nudges_for
 from contexts.models import FragmentStatus, Nudge
 from contexts.models.governance import NudgeAnswer, NudgeState
 from contexts.services.errors import InvalidOperation
+from contexts.usecases import nudges
 
 # A reason's headline, in words, per code (contexts.governance.staleness, nudges,
 # secret_nudges); the stored detail follows it, reworded where its shape is known.
@@ -89,7 +88,7 @@ def inbox(request: HttpRequest) -> HttpResponse:
     seen = visible(request)
     user = request.user
     # The governance inbox (mine + escalations in organizations I lead), within what I read.
-    open_nudges = (nudges_for(user).filter(fragment__in=seen.fragments())
+    open_nudges = (nudges.inbox(user).filter(fragment__in=seen.fragments())
                    .select_related("fragment__org", "fragment__scope", "owner"))
     escalated = open_nudges.filter(state=NudgeState.ESCALATED).exclude(owner=user)
     mine = (seen.fragments().filter(owner=user, status=FragmentStatus.ACTIVE)
@@ -133,7 +132,7 @@ def nudge_answer(request: HttpRequest, fragment_id: str) -> HttpResponse:
                          "There is no one else in the organization to hand it over to.")
         if error is None:
             try:
-                nudge = answer_nudge(request.user, nudge, answer, new_owner=new_owner)
+                nudge = nudges.answer(request.user, nudge, answer, new_owner=new_owner)
             except InvalidOperation as exc:
                 error = str(exc)
     if htmx_partial(request):

@@ -4,7 +4,7 @@ Guessing passwords through the form costs one Redis counter per (address, userna
 window, the same atomic counter the API's per-token throttle uses: after
 ``LOGIN_FAILURE_LIMIT`` failures within ``LOGIN_FAILURE_WINDOW_SECONDS`` the form answers 429 —
 even to the right password, so the guessing cannot go on — until the window ends. The address is
-:func:`contexts.client_address.client_address`: the TCP peer, or what a configured proxy
+:func:`contexts.kernel.client_address.client_address`: the TCP peer, or what a configured proxy
 forwarded — never a header a client could set to dodge the limit.
 """
 
@@ -22,8 +22,8 @@ from django.contrib.auth.views import LoginView
 from django.db.models import Q
 from django.http import HttpRequest, HttpResponse
 
-from contexts.availability import redis_call
-from contexts.client_address import client_address
+from contexts.kernel.availability import redis_call
+from contexts.kernel.client_address import client_address
 from contexts.protocol.throttling import AgentRateThrottle
 
 

@@ -10,17 +10,17 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
 from accounts.models import Scope
-from contexts.compression import packed_tokens
 from contexts.console.forms import PinExpiryForm
 from contexts.console.identity import attach
 from contexts.console.querysets import visible
 from contexts.console.rendering import htmx_partial, render_page
 from contexts.console.views.common import get_fragment, get_scope, org_context
-from contexts.ids import parse_public_id
+from contexts.kernel.compression import packed_tokens
+from contexts.kernel.ids import parse_public_id
 from contexts.models import FragmentStatus, Pin
 from contexts.protocol.retrieval import RetrieveRequestSerializer
 from contexts.services.errors import InvalidOperation
-from contexts.services.pins import move_pin, pin_fragment, reorder_pins, unpin_fragment
+from contexts.usecases import curation
 
 BOARD_TARGET = "pins-board"
 
@@ -87,7 +87,7 @@ def pin_move(request: HttpRequest, scope_id: str, fragment_id: str) -> HttpRespo
     scope = get_scope(request, scope_id)
     pin = _pin(request, scope, fragment_id)
     offset = -1 if request.POST.get("direction") == "up" else 1
-    move_pin(request.user, scope, pin.fragment, offset)
+    curation.move_pin(request.user, scope, pin.fragment, offset)
     return _board(request, scope)
 
 
@@ -96,7 +96,7 @@ def pin_move(request: HttpRequest, scope_id: str, fragment_id: str) -> HttpRespo
 def pin_remove(request: HttpRequest, scope_id: str, fragment_id: str) -> HttpResponse:
     scope = get_scope(request, scope_id)
     pin = _pin(request, scope, fragment_id)
-    unpin_fragment(request.user, pin.fragment, scope)
+    curation.unpin(request.user, pin.fragment, scope)
     return _board(request, scope)
 
 
@@ -110,7 +110,7 @@ def pin_expiry(request: HttpRequest, scope_id: str, fragment_id: str) -> HttpRes
         messages.error(request, "Give the expiry as a date and time.")
         return _board(request, scope)
     try:
-        pin_fragment(request.user, pin.fragment, scope, reason=pin.reason,
+        curation.pin(request.user, pin.fragment, scope, reason=pin.reason,
                      expires_at=form.cleaned_data["expires_at"])
     except InvalidOperation as exc:  # e.g. the fragment was retired: restore it first
         messages.error(request, str(exc))
@@ -125,7 +125,7 @@ def pin_reorder(request: HttpRequest, scope_id: str) -> HttpResponse:
     order = [parse_public_id(item, "order")
              for item in request.POST.get("order", "").split(",") if item]
     try:
-        reorder_pins(request.user, scope, order)
+        curation.reorder_pins(request.user, scope, order)
     except InvalidOperation as exc:
         return HttpResponseBadRequest(str(exc))
     return _board(request, scope)

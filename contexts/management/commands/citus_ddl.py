@@ -1,5 +1,6 @@
 """``manage.py citus_ddl``: the Citus DDL that distributes this schema by organization (what
-docs/scale-out.md carries), from the live schema and ``contexts/tenancy.py``'s classification;
+docs/scale-out.md carries), from the live schema and ``contexts/models/tenancy.py``'s
+classification;
 ``--check`` lists the tables that break its rules instead and exits 1 if any does."""
 
 from __future__ import annotations
@@ -7,7 +8,7 @@ from __future__ import annotations
 from django.core.management.base import BaseCommand, CommandError
 from django.db import connection
 
-from contexts import tenancy
+from contexts.models import tenancy
 
 
 class Command(BaseCommand):

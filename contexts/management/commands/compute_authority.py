@@ -6,7 +6,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from accounts.lookups import find_org
 from accounts.models import Organization
-from contexts.governance.authority import compute_authority
+from contexts.usecases.maintenance import compute_authority
 
 
 class Command(BaseCommand):

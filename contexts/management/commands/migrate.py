@@ -1,4 +1,4 @@
-"""``manage.py migrate`` as the schema's owner (``contexts/owner_db.py``).
+"""``manage.py migrate`` as the schema's owner (``contexts/stack/owner_db.py``).
 
 Django's own command, run on a connection that uses the owner's credentials
 (``DATABASE_OWNER_URL``, or the embedded ``contexts_owner``), followed by making sure the
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from django.core.management.commands.migrate import Command as DjangoMigrate
 
-from contexts.owner_db import as_owner, ensure_login_role
+from contexts.stack.owner_db import as_owner, ensure_login_role
 
 
 class Command(DjangoMigrate):

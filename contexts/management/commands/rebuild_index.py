@@ -1,12 +1,12 @@
 """``manage.py rebuild_index --org SLUG | --outdated``: recreate this node's lexical index of
 one organization from PostgreSQL, or catch up every organization's, rebuilding those that are
-missing, unreadable or built with an outdated schema (``contexts.follower``)."""
+missing, unreadable or built with an outdated schema (``contexts.indexes.follower``)."""
 
 from django.core.management.base import BaseCommand, CommandError
 
 from accounts.lookups import find_org
 from accounts.models import Organization
-from contexts import follower
+from contexts.indexes import follower
 
 
 class Command(BaseCommand):

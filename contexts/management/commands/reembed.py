@@ -12,7 +12,6 @@ import time
 
 from django.core.management.base import BaseCommand, CommandError
 
-from contexts.governance import reembed
 from contexts.models import EmbeddingGeneration
 from contexts.models.embeddings import GenerationState
 from contexts.services.errors import InvalidOperation
@@ -39,7 +38,7 @@ class Command(BaseCommand):
                timeout: float, rollback: bool, **options) -> None:
         try:
             if rollback:
-                generation = reembed.rollback(namespace)
+                generation = embeddings.rollback(namespace)
                 self.stdout.write(f"{namespace}: generation {generation.pk} "
                                   f"({generation.model_name}) is active again")
                 return
@@ -51,7 +50,7 @@ class Command(BaseCommand):
         self.stdout.write(f"{namespace}: generation {generation.pk} ({generation.model_name} "
                           f"{generation.model_version}) is building")
         if inline:
-            result = reembed.build(generation.pk, on_batch=lambda n: self.stdout.write(
+            result = embeddings.build(generation.pk, on_batch=lambda n: self.stdout.write(
                 f"  embedded {n}"))
             self._report(result.generation, result.total, result.missing)
             return
@@ -62,7 +61,7 @@ class Command(BaseCommand):
         started, last = time.monotonic(), None
         while True:
             generation.refresh_from_db()
-            state = reembed.progress(generation)
+            state = embeddings.progress(generation)
             if generation.state != GenerationState.BUILDING:
                 self._report(generation, state.total, state.missing)
                 return

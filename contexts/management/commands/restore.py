@@ -6,7 +6,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from accounts.models import Organization
-from contexts import follower
+from contexts.indexes import follower
 from contexts.operations.backup import BackupError, restore
 
 

@@ -24,9 +24,9 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
-from contexts import runsettings
-from contexts.embedded import EmbeddedServiceError, EmbeddedStack
-from contexts.serving import ASGI_WORKER_CLASS
+from contexts.stack import runsettings
+from contexts.stack.servers import EmbeddedServiceError, EmbeddedStack
+from contexts.web.serving import ASGI_WORKER_CLASS
 
 STOP_TIMEOUT = 15.0
 RESTARTABLE = ("worker", "beat")
@@ -80,7 +80,7 @@ class Command(BaseCommand):
     def _record_settings(self, host: str, port: int) -> str:
         """Settle the base URL of e-mail links, hand it to the children, and record this
         stack's settings in var/run-settings.json for the `manage.py` commands run from this
-        checkout in other shells (contexts/runsettings.py); returns the base URL."""
+        checkout in other shells (contexts/stack/runsettings.py); returns the base URL."""
         base_url = (os.environ.get("CONTEXTS_BASE_URL")
                     or runsettings.served_url(host, port)).rstrip("/")
         # The settings were read before --host/--port were known: this process (bootstrap)

@@ -9,7 +9,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from accounts.lookups import find_org
 from accounts.models import Organization
-from contexts.governance.staleness import scan
+from contexts.usecases.maintenance import propose_duplicates, scan_staleness
 
 
 class Command(BaseCommand):
@@ -41,7 +41,7 @@ class Command(BaseCommand):
                 raise CommandError(f"--now: {exc}") from None
             if clock.tzinfo is None:
                 clock = clock.replace(tzinfo=dt.UTC)
-        for report in scan(clock, orgs, nudge=not dry_run):
+        for report in scan_staleness(clock, orgs, nudge=not dry_run):
             reasons = ", ".join(f"{code} {n}" for code, n in sorted(report.by_reason.items()))
             self.stdout.write(
                 f"{report.org.slug}: {len(report.stale)} of {report.scanned} stale"
@@ -57,6 +57,5 @@ class Command(BaseCommand):
                     for reason in reasons:
                         self.stdout.write(f"  {names[pk]} {reason.code}: {reason.detail}")
             if dedup and not dry_run:
-                from contexts.governance.dedup_review import propose_duplicates
 
                 self.stdout.write(f"  dedup: {propose_duplicates(report.org, clock)}")

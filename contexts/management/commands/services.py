@@ -2,7 +2,7 @@
 
 from django.core.management.base import BaseCommand, CommandError
 
-from contexts.embedded import EmbeddedServiceError, EmbeddedStack
+from contexts.stack.servers import EmbeddedServiceError, EmbeddedStack
 
 
 class Command(BaseCommand):

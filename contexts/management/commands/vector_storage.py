@@ -21,7 +21,7 @@ automatically. A switch without downtime:
     manage.py vector_storage --to halfvec --drop-other   # free the float32 graphs
 
 and back with ``--to vector`` the same way. DDL needs the schema's owner: the command connects
-as the owner (``contexts.owner_db``), as ``migrate`` does.
+as the owner (``contexts.stack.owner_db``), as ``migrate`` does.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import connection
 
 from contexts.models.embeddings import EMBEDDING_DIM
-from contexts.owner_db import as_owner
+from contexts.stack.owner_db import as_owner
 
 STORAGES = ("vector", "halfvec")
 HALFVEC_INDEX = "contexts_embedding_halfvec_hnsw"

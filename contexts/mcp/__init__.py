@@ -1,0 +1,1 @@
+"""The agents' API as MCP tools (an adapter beside REST and the console)."""
