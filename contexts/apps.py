@@ -8,9 +8,13 @@ class ContextsConfig(AppConfig):
 
     def ready(self) -> None:
         from accounts.tokens import token_changed
+        from contexts import signals  # noqa: F401 - connects receivers
         from contexts.governance import evidence, evidence_follow, nudges, secret_nudges
         from contexts.indexes import follower
-        from contexts.kernel import metrics
+        from contexts.kernel import (
+            mail,  # noqa: F401 - registers its deploy check
+            metrics,
+        )
         from contexts.kernel.ids import register_converters
         from contexts.kernel.logfilters import redact_every_handler
         from contexts.services.evidence import documents_changed, text_written
