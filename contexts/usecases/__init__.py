@@ -22,6 +22,10 @@ import contracts in ``pyproject.toml``).
 - :mod:`~contexts.usecases.scoping`, :mod:`~contexts.usecases.org_scope` — resolving the scope
   fields of a command (public id or slug) and ``"repo_id": "*"``.
 
-Celery tasks are queued from here only, with ``delay_on_commit``: nothing is published for a
-transaction that rolls back.
+A request's work for the worker is queued here, once its transaction commits
+(``delay_on_commit`` or ``transaction.on_commit``): nothing is published for a transaction that
+rolls back. The other places that queue tasks are not requests: the ``fragments_changed``
+receiver (``contexts.signals``, sent after a change commits) queues ``reindex``; beat's tasks
+queue the work they find due (``contexts.tasks``: a reaped job's re-run, due git syncs;
+``contexts.governance.tasks``: a generation left building).
 """
