@@ -14,8 +14,9 @@ from accounts.models import Organization
 from contexts import follower, usage
 from contexts.governance import tasks as governance_tasks  # noqa: F401 - registers them
 from contexts.indexing import embed_changed
-from contexts.ingestion import git_sync
+from contexts.ingestion import git_sync, lanes
 from contexts.ingestion.jobs import run_job
+from contexts.models import IngestionJob
 from contexts.search import IndexLockBusy
 from contexts.services import fragments as fragment_service
 from contexts.services import job_leases, traces, uploads
@@ -30,8 +31,16 @@ def ingest(self, job_id: int) -> dict | None:
     return None if job is None else {"job": job.public_id, "state": job.state}
 
 
+def publish_ingest(job_id: int, queue: str) -> None:
+    """Queue a job's run in its lane (``contexts.ingestion.lanes``)."""
+    ingest.apply_async((job_id,), queue=queue)
+
+
 def _publish_ingest(job_id: int) -> None:
-    ingest.apply_async((job_id,))
+    """The reaper's re-queue: in the lane the job was first queued in."""
+    job = IngestionJob.objects.filter(pk=job_id).only("source_kind", "source").first()
+    queue = lanes.BULK if job is None else lanes.for_job(job.source_kind, job.source)
+    publish_ingest(job_id, queue)
 
 
 @shared_task(ignore_result=True)
@@ -51,8 +60,11 @@ def sync_source(self, source_id: int, full: bool = False) -> dict | None:
     return None if result is None else result.summary()
 
 
-def publish_sync(source_id: int, task_id: str, full: bool = False) -> None:
-    sync_source.apply_async((source_id, full), task_id=task_id)
+def publish_sync(source_id: int, task_id: str, full: bool = False, *,
+                 queue: str = lanes.BULK) -> None:
+    """Queue a sync: in the bulk lane when beat queues it, the interactive one for a person
+    (``contexts.usecases.sources``)."""
+    sync_source.apply_async((source_id, full), task_id=task_id, queue=queue)
 
 
 @shared_task(ignore_result=True)
