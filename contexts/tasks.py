@@ -2,8 +2,10 @@
 worker killed mid-task is redelivered and the rerun converges on the same result.
 
 The worker's entry points: each task calls one function of the layers below (ingestion, the
-index, governance, the services); it is queued only by the use-case layer
-(``contexts.usecases``, with ``delay_on_commit``) and by beat.
+index, governance, the services). The use-case layer (``contexts.usecases``) queues the work a
+request asks for once its transaction commits; the ``fragments_changed`` receiver
+(``contexts.signals``) queues ``reindex`` after any change commits; beat and the tasks it runs
+queue the rest.
 """
 
 from __future__ import annotations
