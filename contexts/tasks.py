@@ -18,7 +18,7 @@ from contexts.governance import tasks as governance_tasks  # noqa: F401 - regist
 from contexts.indexing import embed_changed
 from contexts.ingestion import git_sync, lanes
 from contexts.ingestion.jobs import run_job
-from contexts.models import IngestionJob
+from contexts.models import IngestionJob, JobState, Source
 from contexts.search import IndexLockBusy
 from contexts.services import fragments as fragment_service
 from contexts.services import job_leases, traces, uploads
@@ -30,7 +30,26 @@ RETRY = {"autoretry_for": (IndexLockBusy,), "retry_backoff": 1, "retry_backoff_m
 @shared_task(bind=True, acks_late=True, reject_on_worker_lost=True, **RETRY)
 def ingest(self, job_id: int) -> dict | None:
     job = run_job(job_id)
+    if job is not None:
+        after_bulk_write(job.org_id, job_changed_fragments(job))
     return None if job is None else {"job": job.public_id, "state": job.state}
+
+
+def job_changed_fragments(job: IngestionJob) -> int:
+    """What a finished job wrote (0 for one that did not finish: a run still going elsewhere,
+    a failure)."""
+    if job.state != JobState.DONE:
+        return 0
+    return job.fragments_created + job.fragments_updated + job.fragments_retired
+
+
+def after_bulk_write(org_id: int, changed: int) -> None:
+    """A job or a sync that wrote fragments ends: the organization's authority (PageRank over
+    its citation links) is queued at once, in the bulk lane, rather than left to the nightly
+    pass — a fresh install's personas would rank alike until then (issue 40, item 7). Once per
+    job end; recomputing is idempotent, so a redelivered job costs one more pass at most."""
+    if changed:
+        governance_tasks.compute_authority.delay(org_id)
 
 
 def publish_ingest(job_id: int, queue: str) -> None:
@@ -59,6 +78,10 @@ def sync_source(self, source_id: int, full: bool = False) -> dict | None:
     while the first runs returns at once (the source's lock); one whose worker was killed
     re-applies the same diff."""
     result = git_sync.run_sync(source_id, full=full)
+    if result is not None and not result.error:
+        org_id = Source.objects.filter(pk=source_id).values_list("org_id", flat=True).first()
+        if org_id is not None:
+            after_bulk_write(org_id, result.fragments_changed)
     return None if result is None else result.summary()
 
 

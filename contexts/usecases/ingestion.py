@@ -20,6 +20,7 @@ from django.db import transaction
 from accounts.models import Scope
 from accounts.permissions import SYSTEM, may, principal_user
 from accounts.scopes import readable_scopes
+from contexts.governance.authority import compute_authority
 from contexts.ingestion import doc_exports, lanes, server_paths
 from contexts.ingestion.archives import ArchiveRefused, looks_like_zip
 from contexts.ingestion.jobs import run_job
@@ -28,7 +29,7 @@ from contexts.services import uploads
 from contexts.services.audit import record
 from contexts.services.errors import InvalidOperation
 from contexts.services.fragments import require
-from contexts.tasks import publish_ingest
+from contexts.tasks import job_changed_fragments, publish_ingest
 from contexts.usecases.errors import Refused
 from contexts.usecases.retrieval import ScopeRef
 from contexts.usecases.scoping import resolve_in_org, resolve_org
@@ -86,8 +87,12 @@ def submit(principal: Any, command: SubmitSource, *, queue: bool = True) -> Inge
 
 def run_inline(job: IngestionJob) -> IngestionJob | None:
     """Run a submitted, unqueued job in this process, as a worker would (outside any
-    transaction: the run takes its own locks and commits as it goes)."""
-    return run_job(job.pk)
+    transaction: the run takes its own locks and commits as it goes), and the organization's
+    authority after it here too: ``--inline`` means no worker is counted on."""
+    done = run_job(job.pk)
+    if done is not None and job_changed_fragments(done):
+        compute_authority(done.org)
+    return done
 
 
 def submit_uploads(principal: Any, command: UploadSources) -> IngestionJob:
