@@ -426,6 +426,24 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_SERIALIZER = "json"
 CELERY_RESULT_EXPIRES = 3600
+# Two lanes (contexts/ingestion/lanes.py): "interactive" (the default: what a person waits for
+# — "Sync now", uploads, small jobs, the vectors after an edit) and "bulk" (the demo ingest,
+# large path jobs, scheduled syncs, re-embedding, the nightly passes). `make run` starts one
+# worker per lane, so a click never waits behind a long ingest; a worker started without -Q
+# consumes both.
+from kombu import Exchange, Queue  # noqa: E402 - with the lanes it defines
+
+CELERY_TASK_DEFAULT_QUEUE = "interactive"
+# Each lane its own exchange and routing key: a message for one never reaches the other.
+CELERY_TASK_QUEUES = tuple(Queue(lane, Exchange(lane, type="direct"), routing_key=lane)
+                           for lane in ("interactive", "bulk"))
+CELERY_TASK_ROUTES = {name: {"queue": "bulk"} for name in (
+    "contexts.tasks.rebuild_index",
+    "contexts.governance.tasks.reembed_generation",
+    "contexts.governance.tasks.scan_staleness",
+    "contexts.governance.tasks.propose_duplicates",
+    "contexts.governance.tasks.compute_authority",
+)}
 # A killed worker's unacked task comes back after visibility_timeout; keep it short so a crash
 # is recovered in seconds, and long enough that a healthy long task is not redelivered early
 # (tasks are idempotent, so an early redelivery costs time, not correctness).
@@ -545,6 +563,9 @@ INGEST_MAX_FILE_BYTES = env_int("CONTEXTS_INGEST_MAX_FILE_BYTES", 1_000_000)
 # may (the CLI is unaffected). See contexts/ingestion/server_paths.py.
 INGEST_ROOTS = env_list("CONTEXTS_INGEST_ROOTS")
 INGEST_EMBED_BATCH_CHUNKS = env_int("CONTEXTS_INGEST_BATCH", 256)
+# A path job of more files than this runs in the bulk lane, behind other long work; smaller
+# ones and uploads in the interactive lane (contexts/ingestion/lanes.py).
+INGEST_INTERACTIVE_MAX_FILES = env_int("CONTEXTS_INGEST_INTERACTIVE_MAX_FILES", 50)
 # Git sources (docs/sources.md): how long one git fetch, log or read may take, and how often
 # beat looks for sources whose next sync is due.
 SOURCE_GIT_TIMEOUT_SECONDS = env_int("CONTEXTS_SOURCE_GIT_TIMEOUT_SECONDS", 300)

@@ -21,6 +21,9 @@ logger = logging.getLogger(__name__)
 def create_derived_structures(sender, instance: Organization, created: bool, **kwargs) -> None:
     if created:
         ensure_partition(instance.pk)
+        # Until this transaction ends, no follower takes the directory below for a deleted
+        # organization's (an import keeps it open while it embeds).
+        follower.hold_while_creating(instance.pk)
         # An empty lexical index from the start on this node (the other nodes' followers make
         # theirs): a missing one then always means a fault that retrieval reports (degraded)
         # and the follower repairs, never "no fragments yet".

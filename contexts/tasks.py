@@ -2,8 +2,10 @@
 worker killed mid-task is redelivered and the rerun converges on the same result.
 
 The worker's entry points: each task calls one function of the layers below (ingestion, the
-index, governance, the services); it is queued only by the use-case layer
-(``contexts.usecases``, with ``delay_on_commit``) and by beat.
+index, governance, the services). The use-case layer (``contexts.usecases``) queues the work a
+request asks for once its transaction commits; the ``fragments_changed`` receiver
+(``contexts.signals``) queues ``reindex`` after any change commits; beat and the tasks it runs
+queue the rest.
 """
 
 from __future__ import annotations
@@ -14,8 +16,9 @@ from accounts.models import Organization
 from contexts.governance import tasks as governance_tasks  # noqa: F401 - registers them
 from contexts.indexes import follower
 from contexts.indexes.indexing import embed_changed
-from contexts.ingestion import git_sync
+from contexts.ingestion import git_sync, lanes
 from contexts.ingestion.jobs import run_job
+from contexts.models import IngestionJob, JobState, Source
 from contexts.search import IndexLockBusy
 from contexts.services import fragments as fragment_service
 from contexts.services import job_leases, traces, uploads, usage
@@ -27,11 +30,38 @@ RETRY = {"autoretry_for": (IndexLockBusy,), "retry_backoff": 1, "retry_backoff_m
 @shared_task(bind=True, acks_late=True, reject_on_worker_lost=True, **RETRY)
 def ingest(self, job_id: int) -> dict | None:
     job = run_job(job_id)
+    if job is not None:
+        after_bulk_write(job.org_id, job_changed_fragments(job))
     return None if job is None else {"job": job.public_id, "state": job.state}
 
 
+def job_changed_fragments(job: IngestionJob) -> int:
+    """What a finished job wrote (0 for one that did not finish: a run still going elsewhere,
+    a failure)."""
+    if job.state != JobState.DONE:
+        return 0
+    return job.fragments_created + job.fragments_updated + job.fragments_retired
+
+
+def after_bulk_write(org_id: int, changed: int) -> None:
+    """A job or a sync that wrote fragments ends: the organization's authority (PageRank over
+    its citation links) is queued at once, in the bulk lane, rather than left to the nightly
+    pass — a fresh install's personas would rank alike until then (issue 40, item 7). Once per
+    job end; recomputing is idempotent, so a redelivered job costs one more pass at most."""
+    if changed:
+        governance_tasks.compute_authority.delay(org_id)
+
+
+def publish_ingest(job_id: int, queue: str) -> None:
+    """Queue a job's run in its lane (``contexts.ingestion.lanes``)."""
+    ingest.apply_async((job_id,), queue=queue)
+
+
 def _publish_ingest(job_id: int) -> None:
-    ingest.apply_async((job_id,))
+    """The reaper's re-queue: in the lane the job was first queued in."""
+    job = IngestionJob.objects.filter(pk=job_id).only("source_kind", "source").first()
+    queue = lanes.BULK if job is None else lanes.for_job(job.source_kind, job.source)
+    publish_ingest(job_id, queue)
 
 
 @shared_task(ignore_result=True)
@@ -48,11 +78,18 @@ def sync_source(self, source_id: int, full: bool = False) -> dict | None:
     while the first runs returns at once (the source's lock); one whose worker was killed
     re-applies the same diff."""
     result = git_sync.run_sync(source_id, full=full)
+    if result is not None and not result.error:
+        org_id = Source.objects.filter(pk=source_id).values_list("org_id", flat=True).first()
+        if org_id is not None:
+            after_bulk_write(org_id, result.fragments_changed)
     return None if result is None else result.summary()
 
 
-def publish_sync(source_id: int, task_id: str, full: bool = False) -> None:
-    sync_source.apply_async((source_id, full), task_id=task_id)
+def publish_sync(source_id: int, task_id: str, full: bool = False, *,
+                 queue: str = lanes.BULK) -> None:
+    """Queue a sync: in the bulk lane when beat queues it, the interactive one for a person
+    (``contexts.usecases.sources``)."""
+    sync_source.apply_async((source_id, full), task_id=task_id, queue=queue)
 
 
 @shared_task(ignore_result=True)

@@ -236,12 +236,14 @@ def celery_worker(services: Services, transactional_db) -> Iterator[subprocess.P
 
 
 def start_worker(services: Services, *, concurrency: int = 1, name: str = "test",
-                 extra_env: dict[str, str] | None = None) -> subprocess.Popen:
+                 extra_env: dict[str, str] | None = None,
+                 queues: str | None = None) -> subprocess.Popen:
+    """``queues``: the lanes it consumes, as ``runstack`` names them (default: every lane)."""
     log = open(services.root / f"worker-{name}.log", "ab")  # noqa: SIM115 - closed by the OS
     process = subprocess.Popen(
         [sys.executable, "-m", "celery", "-A", "contexts", "worker", "--loglevel", "INFO",
          "--concurrency", str(concurrency), "--hostname", f"{name}-{os.getpid()}@%h",
-         "--without-gossip", "--without-mingle"],
+         "--without-gossip", "--without-mingle", *(["--queues", queues] if queues else [])],
         env={**services.env(), **(extra_env or {})}, cwd=ROOT, stdout=log,
         stderr=subprocess.STDOUT,
         start_new_session=True,

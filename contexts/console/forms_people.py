@@ -118,3 +118,27 @@ class ExpireForm(ConsoleForm):
         label="Expires", required=False,
         widget=forms.DateTimeInput(attrs={"type": "datetime-local"}),
         help_text="blank: now")
+
+
+class OrganizationForm(ConsoleForm):
+    """The Organizations page (superusers): an organization and its first administrator."""
+
+    prefix = "org"  # beside the repository form on one page: ids and names stay apart
+
+    slug = forms.CharField(max_length=63, help_text="lowercase letters, digits, '-' or '_'")
+    name = forms.CharField(max_length=200)
+    admin = forms.CharField(label="First administrator", max_length=150,
+                            help_text="a username; created when new")
+    email = forms.EmailField(label="Their e-mail", max_length=254, required=False,
+                             help_text="needed for a new account")
+
+
+class NewRepositoryForm(ConsoleForm):
+    prefix = "repo"
+    org = forms.ChoiceField(label="Organization")
+    slug = forms.CharField(max_length=63, help_text="lowercase letters, digits, '-' or '_'")
+    name = forms.CharField(max_length=200, required=False, help_text="default: the slug")
+
+    def __init__(self, *args, orgs, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["org"].choices = [(o.slug, f"{o.name} ({o.slug})") for o in orgs]

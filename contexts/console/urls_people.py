@@ -1,11 +1,17 @@
 """Console routes of one area (included by contexts/console/urls.py, app namespace 'console'):
-members, personas and sessions of an organization, and a new member's set-password link."""
+members, personas and sessions of an organization, a new member's set-password link, and the
+instance's organizations (superusers)."""
 
 from django.urls import path
 
-from contexts.console.views import members, personas, sessions
+from contexts.console.views import members, organizations, personas, sessions
 
 urlpatterns: list = [
+    path("organizations/", organizations.organizations, name="organizations"),
+    path("organizations/create", organizations.organization_create,
+         name="organization-create"),
+    path("organizations/repositories/create", organizations.repository_create,
+         name="repository-create"),
     path("o/<slug:slug>/members/", members.members, name="members"),
     path("o/<slug:slug>/members/add", members.member_add, name="member-add"),
     path("o/<slug:slug>/members/invitations/<pid:invitation_id>/withdraw",

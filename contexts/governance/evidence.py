@@ -49,6 +49,7 @@ from contexts.models import (
 )
 from contexts.models.fragments import EvidenceState, FragmentSourceState, Namespace
 from contexts.models.governance import NudgeAnswer, NudgeKind, NudgeState
+from contexts.services import audit
 from contexts.services import evidence as evidence_service
 
 logger = logging.getLogger(__name__)
@@ -365,9 +366,17 @@ def verify_due(org_id: int, now: dt.datetime | None = None) -> dict[int, str]:
 
 def settle(fragment: Fragment, principal: Any) -> int:
     """Answer the fragment's open ``evidence_changed`` and ``verify_due`` nudges "still
-    accurate", as ``principal`` (it has just been verified). Returns how many."""
-    return (Nudge.objects.filter(fragment=fragment,
-                                 kind__in=[NudgeKind.EVIDENCE_CHANGED, NudgeKind.VERIFY_DUE])
-            .exclude(state=NudgeState.ANSWERED)
-            .update(state=NudgeState.ANSWERED, answer=NudgeAnswer.STILL_ACCURATE,
-                    answered_at=fragment.verified_at, answered_by=principal_user(principal)))
+    accurate", as ``principal`` (it has just been verified). Returns how many. Each is audited
+    ``nudge.answer`` like an answer given in the inbox: the trail says who closed it."""
+    settled = list(Nudge.objects.filter(fragment=fragment, kind__in=[
+        NudgeKind.EVIDENCE_CHANGED, NudgeKind.VERIFY_DUE]).exclude(state=NudgeState.ANSWERED)
+        .order_by("pk").values_list("pk", "public_id", "kind"))
+    if not settled:
+        return 0
+    Nudge.objects.filter(pk__in=[pk for pk, _, _ in settled]).update(
+        state=NudgeState.ANSWERED, answer=NudgeAnswer.STILL_ACCURATE,
+        answered_at=fragment.verified_at, answered_by=principal_user(principal))
+    audit.record_many([audit.build(principal, "nudge.answer", fragment, after={
+        "nudge": public_id, "kind": kind, "answer": NudgeAnswer.STILL_ACCURATE,
+        "by": "verify"}) for _, public_id, kind in settled])
+    return len(settled)

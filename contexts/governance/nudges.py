@@ -118,18 +118,29 @@ def unanswered(fragment: Fragment, kind: str = NudgeKind.STALE) -> Nudge | None:
 def signed_token(nudge: Nudge, user: AbstractBaseUser) -> str:
     """A link credential for exactly this nudge and this person (forwarding the email forwards
     the right to answer this one question, nothing more); expires after
-    ``GOVERNANCE_NUDGE_LINK_MAX_AGE_DAYS``."""
-    return signing.TimestampSigner(salt=NUDGE_SALT).sign_object({"n": nudge.pk, "u": user.pk})
+    ``GOVERNANCE_NUDGE_LINK_MAX_AGE_DAYS``. The token is signed, not encrypted: anyone holding
+    the link can read it, so it names the nudge by its public id, never its integer key."""
+    return signing.TimestampSigner(salt=NUDGE_SALT).sign_object(
+        {"n": nudge.public_id, "u": user.pk})
 
 
-def read_token(token: str) -> tuple[int, int]:
-    """(nudge id, user id); raises :class:`django.core.signing.BadSignature` (or its subclass
-    ``SignatureExpired``) for a forged, altered or expired token."""
+def read_token(token: str) -> tuple[str | int, int]:
+    """(the nudge's public id, user id); raises :class:`django.core.signing.BadSignature` (or
+    its subclass ``SignatureExpired``) for a forged, altered or expired token. A link mailed
+    before nudges had public ids names its nudge by key: it stays good until it expires."""
     max_age = dt.timedelta(days=settings.GOVERNANCE_NUDGE_LINK_MAX_AGE_DAYS)
     data = signing.TimestampSigner(salt=NUDGE_SALT).unsign_object(token, max_age=max_age)
     if not isinstance(data, dict) or not {"n", "u"} <= set(data):
         raise signing.BadSignature("malformed nudge token")
-    return int(data["n"]), int(data["u"])
+    nudge = data["n"]
+    if not isinstance(nudge, (str, int)) or isinstance(nudge, bool):
+        raise signing.BadSignature("malformed nudge token")
+    return nudge, int(data["u"])
+
+
+def by_token_id(nudge: str | int) -> Q:
+    """The filter finding the nudge a link names (:func:`read_token`)."""
+    return Q(public_id=nudge) if isinstance(nudge, str) else Q(pk=nudge)
 
 
 def answer_links(nudge: Nudge, user: AbstractBaseUser) -> dict[str, str]:
@@ -368,7 +379,7 @@ def answer_nudge(user: AbstractBaseUser, nudge: Nudge, answer: str, new_owner=No
         if answer == NudgeAnswer.STILL_ACCURATE:
             # Verified as it stands: what it rests on is re-resolved, current again.
             fragment_service.verify_fragment(principal, fragment, now=now,
-                                             note={"nudge": nudge.pk},
+                                             note={"nudge": nudge.public_id},
                                              evidence=evidence.resnapshot(fragment))
         elif answer == NudgeAnswer.EDITED:
             if body is not None:
@@ -390,7 +401,7 @@ def answer_nudge(user: AbstractBaseUser, nudge: Nudge, answer: str, new_owner=No
         nudge.answered_by, nudge.answered_at = user, now
         nudge.save(update_fields=["state", "answer", "answered_by", "answered_at"])
         audit.record(user, "nudge.answer", fragment, after={
-            "nudge": nudge.pk, "answer": answer, "reasons": nudge.reasons,
+            "nudge": nudge.public_id, "answer": answer, "reasons": nudge.reasons,
             "new_owner": new_owner.get_username() if new_owner is not None else None})
         if answer == NudgeAnswer.HANDED_OVER:
             handed_to = Nudge.objects.create(

@@ -63,6 +63,10 @@ BATCH = 500
 LOCK_TIMEOUT = 60.0
 # A follower's position is written to the database at most this often per organization.
 REPORT_EVERY = 5.0
+# The advisory-lock namespace of organizations being created: the creating transaction holds
+# the organization's key (shared) until it ends, so a follower elsewhere never mistakes the
+# index directory of an organization it cannot see yet for a deleted organization's.
+CREATING_LOCK_SPACE = 7310
 # Seconds between passes that open every index to check it (the others only look for it).
 FULL_CHECK_EVERY = 30.0
 
@@ -430,13 +434,38 @@ class NodeFollower:
         self._reported[org_id] = (mark.seq, now)
 
 
+def hold_while_creating(org_id: int) -> None:
+    """Said by the transaction that creates the organization, before its index directory is
+    made: until that transaction commits or rolls back, :func:`_drop_deleted` leaves the
+    directory alone (an import embeds for minutes inside its transaction; a follower that
+    removed the directory meanwhile left the import to find its index gone and recreate it,
+    warning that it was unreadable)."""
+    with connections["default"].cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_xact_lock_shared(%s, %s)",
+                       [CREATING_LOCK_SPACE, org_id])
+
+
+def _being_created(org_id: int) -> bool:
+    """Whether a transaction that creates this organization is still open (it holds the key:
+    :func:`hold_while_creating`). A session lock, taken and given back at once."""
+    with connections["default"].cursor() as cursor:
+        cursor.execute("SELECT pg_try_advisory_lock(%s, %s)", [CREATING_LOCK_SPACE, org_id])
+        if not cursor.fetchone()[0]:
+            return True
+        cursor.execute("SELECT pg_advisory_unlock(%s, %s)", [CREATING_LOCK_SPACE, org_id])
+    return False
+
+
 def _drop_deleted(orgs: set[int]) -> None:
-    """Remove this node's indexes of organizations PostgreSQL no longer has."""
+    """Remove this node's indexes of organizations PostgreSQL no longer has (and none is
+    creating: the lock is asked first, so one committed meanwhile is then seen)."""
     root = Path(settings.LEXICAL_INDEX_DIR)
     for path in root.glob("org-*"):
         suffix = path.name.removeprefix("org-")
         if path.is_dir() and suffix.isdigit() and int(suffix) not in orgs:
             with _org_lock(int(suffix)):
+                if _being_created(int(suffix)):
+                    continue
                 if not Organization.objects.filter(pk=int(suffix)).exists():
                     shutil.rmtree(path, ignore_errors=True)
                     logger.info("removed the index of deleted org %s", suffix)

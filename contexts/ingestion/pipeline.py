@@ -64,6 +64,15 @@ logger = logging.getLogger(__name__)
 UID_NAMESPACE = uuid.UUID("6f1c3a52-8a43-4c1e-9a57-2f0c8e7b9d10")
 NEAR_DUPLICATE_DISTANCE = 3
 FRONT_MATTER_KINDS = {"adr", "runbook", "policy", "negative", "session-summary"}
+# A group of files is written — searchable, and counted in the job's progress — once encoded.
+# The first is small so the first fragments are searchable within seconds; each next one holds
+# about GROUP_SECONDS of encoding at the rate measured so far (at most batch_chunks), so the
+# progress a person watches moves every few seconds on a busy machine as on a quiet one. The
+# model batches up to 32 texts at a time whatever the group: smaller groups cost little
+# throughput (docs/performance.md, "First run").
+FIRST_GROUP_CHUNKS = 16
+MIN_GROUP_CHUNKS = 8
+GROUP_SECONDS = 5.0
 
 
 @dataclass
@@ -346,11 +355,19 @@ class Ingestor:
                 continue
             group.append(planned)
             size += len(planned.chunks)
-            if size >= self.batch_chunks:
+            if size >= self._group_limit():
                 yield group
                 group, size = [], 0
         if group:
             yield group
+
+    def _group_limit(self) -> int:
+        """How many chunks the group being gathered holds (FIRST_GROUP_CHUNKS, GROUP_SECONDS)."""
+        seconds, texts = self.stats.encode_seconds, self.stats.encoded_texts
+        if seconds <= 0 or texts <= 0:
+            return min(self.batch_chunks, FIRST_GROUP_CHUNKS)
+        per_group = int(texts / seconds * GROUP_SECONDS)
+        return min(self.batch_chunks, max(MIN_GROUP_CHUNKS, per_group))
 
     def _parse(self, source: SourceFile) -> Planned | None:
         """Normalize and chunk one file; None when it failed or its content is unchanged."""

@@ -6,7 +6,7 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
-from accounts.models import Organization
+from accounts.models import Organization, new_public_id, tenant_public_id
 from accounts.tenancy import OrgFromParent
 
 
@@ -37,10 +37,18 @@ class NudgeKind(models.TextChoices):
     VERIFY_DUE = "verify_due", "verification due"  # its kind's verify-by interval passed
 
 
+def nudge_public_id() -> str:
+    """A new nudge's public id (``nud_`` and 14 random characters): what the API and any link
+    name it by; its integer key never leaves the server (docs/data-model.md)."""
+    return new_public_id("nud")
+
+
 class Nudge(OrgFromParent):
     ORG_FROM = ("fragment",)
     org = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="+",
                             editable=False)
+    # A field default rather than save(): bulk creation (an organization's restore) fills it too.
+    public_id = tenant_public_id(default=nudge_public_id, editable=False)
     fragment = models.ForeignKey("contexts.Fragment", on_delete=models.CASCADE,
                                  related_name="nudges", db_constraint=False)
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE,
@@ -62,6 +70,7 @@ class Nudge(OrgFromParent):
     class Meta:
         ordering = ["-created_at"]
         constraints = [
+            models.UniqueConstraint(fields=["org", "public_id"], name="nudge_public_id"),
             models.UniqueConstraint(fields=["org", "fragment", "kind"],
                                     condition=~models.Q(state="answered"),
                                     name="one_open_nudge_per_fragment_kind")

@@ -62,12 +62,29 @@ class RecordSourceSerializer(serializers.Serializer):
 
 
 class RecordEvidenceSerializer(serializers.Serializer):
-    ref = serializers.CharField()
+    ref = serializers.CharField(help_text="path#Lstart-Lend, a path, path::symbol or a "
+                                "fragment id")
+    kind = serializers.CharField(help_text="file (the source lines it was cut from), path, "
+                                 "symbol or fragment (what its text cites)")
+    path = serializers.CharField(required=False, allow_blank=True)
+    symbol = serializers.CharField(required=False, allow_blank=True)
+    fragment = serializers.CharField(required=False, allow_blank=True)
+    lines = serializers.ListField(child=serializers.IntegerField(allow_null=True),
+                                  required=False, help_text="a file entry's [start, end]")
+    commit = serializers.CharField(required=False, allow_blank=True)
     state = serializers.CharField(help_text="current, changed or missing")
 
 
+class RecordEvidenceSummarySerializer(serializers.Serializer):
+    state = serializers.CharField(allow_null=True, help_text="the fragment's evidence state: "
+                                  "current, changed, missing, or null when it cites nothing")
+    refs = serializers.IntegerField(help_text="how many things it rests on (source lines and "
+                                    "what its text cites)")
+    changed = serializers.IntegerField(help_text="how many cited ones changed or are missing")
+
+
 class RecordNudgeSerializer(serializers.Serializer):
-    id = serializers.IntegerField()
+    id = serializers.CharField(help_text="the nudge's id (nud_...)")
     kind = serializers.CharField()
 
 
@@ -83,6 +100,7 @@ class FragmentRecordSerializer(serializers.Serializer):
     source = RecordSourceSerializer()
     verified_at = serializers.DateTimeField(allow_null=True)
     evidence = RecordEvidenceSerializer(many=True)
+    evidence_summary = RecordEvidenceSummarySerializer()
     open_nudges = RecordNudgeSerializer(many=True)
 
 
@@ -123,7 +141,7 @@ def record_payload(record: FragmentRecord) -> dict[str, Any]:
             "text": fragment.body, "kind": fragment.kind, "status": fragment.status,
             "scope": fragment.scope.public_id, "owner": record.owner, "source": record.source,
             "verified_at": record.verified_at, "evidence": record.evidence,
-            "open_nudges": record.open_nudges}
+            "evidence_summary": record.evidence_summary, "open_nudges": record.open_nudges}
 
 
 def feedback_command(fragment_id: str, data: Mapping[str, Any]) -> Feedback:

@@ -164,11 +164,11 @@ def pending_job_ids() -> set[int]:
     with app.connection_for_read() as conn:
         channel = conn.default_channel
         client = channel.client
-        queue = app.conf.task_default_queue
         messages = []
-        for priority in channel.priority_steps:
-            queued = client.lrange(channel._q_for_pri(queue, priority), 0, -1)
-            messages.extend(_loads(entry) for entry in queued)
+        for queue in _queue_names():  # every lane (contexts/ingestion/lanes.py)
+            for priority in channel.priority_steps:
+                queued = client.lrange(channel._q_for_pri(queue, priority), 0, -1)
+                messages.extend(_loads(entry) for entry in queued)
         for entry in client.hvals(channel.unacked_key):  # [message, exchange, routing key]
             loaded = _loads(entry)
             messages.append(loaded[0] if isinstance(loaded, list) and loaded else None)
@@ -184,6 +184,13 @@ def pending_job_ids() -> set[int]:
         except (ValueError, KeyError, IndexError, TypeError):
             continue  # not a message we wrote
     return ids
+
+
+def _queue_names() -> list[str]:
+    """The queues a job's message may wait in: the configured lanes and the default one."""
+    names = [queue.name for queue in (app.conf.task_queues or ())]
+    default = app.conf.task_default_queue
+    return names if default in names else [*names, default]
 
 
 def _loads(entry: bytes) -> object:

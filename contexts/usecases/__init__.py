@@ -22,6 +22,10 @@ import contracts in ``pyproject.toml``).
 - :mod:`~contexts.usecases.scoping`, :mod:`~contexts.usecases.org_scope` — resolving the scope
   fields of a command (public id or slug) and ``"repo_id": "*"``.
 
-Celery tasks are queued from here only, with ``delay_on_commit``: nothing is published for a
-transaction that rolls back.
+The work a request asks of the worker (an ingestion, a sync, a re-embedding, feedback) is
+queued here, once its transaction commits (``delay_on_commit`` or ``transaction.on_commit``):
+nothing is published for a transaction that rolls back. Two other places queue tasks: the
+``fragments_changed`` receiver (``contexts.signals``) queues ``reindex`` after any change to
+fragments commits, and beat's tasks queue the work they find due (``contexts.tasks``: a reaped
+job's re-run, due git syncs; ``contexts.governance.tasks``: a generation left building).
 """

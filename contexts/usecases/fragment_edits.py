@@ -16,6 +16,7 @@ from typing import Any
 from accounts.permissions import may
 from contexts.models import Fragment, Nudge, SourcePointer
 from contexts.models.governance import NudgeState
+from contexts.services import evidence as evidence_service
 from contexts.services.errors import InvalidOperation
 from contexts.services.fragments import edit_fragment
 from contexts.usecases.errors import Refused
@@ -28,7 +29,8 @@ class FragmentRecord:
     owner: str | None
     source: dict[str, Any]
     verified_at: dt.datetime | None
-    evidence: list[dict[str, str]]
+    evidence: list[dict[str, Any]]
+    evidence_summary: dict[str, Any]
     open_nudges: list[dict[str, Any]]
 
 
@@ -49,11 +51,14 @@ def fragment_record(principal: Any, fragment_id: str) -> FragmentRecord:
         fragment=fragment,
         owner=fragment.owner.get_username() if fragment.owner_id else None,
         source=_source(fragment), verified_at=fragment.verified_at,
-        evidence=[{"ref": str(item.get("ref", "")), "state": str(item.get("state", ""))}
-                  for item in fragment.evidence or () if isinstance(item, dict)],
-        open_nudges=[{"id": pk, "kind": kind} for pk, kind in Nudge.objects.filter(
+        # The same entries and summary as the console's fragment page and retrieval answers:
+        # a source fragment's file lines first (state from its source state), then what its
+        # text cites.
+        evidence=evidence_service.public(evidence_service.entries(fragment)),
+        evidence_summary=evidence_service.summary_of(fragment),
+        open_nudges=[{"id": public_id, "kind": kind} for public_id, kind in Nudge.objects.filter(
             fragment=fragment).exclude(state=NudgeState.ANSWERED)
-            .order_by("pk").values_list("pk", "kind")])
+            .order_by("created_at", "pk").values_list("public_id", "kind")])
 
 
 def _source(fragment: Fragment) -> dict[str, Any]:

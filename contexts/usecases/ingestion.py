@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Sequence
+from functools import partial
 from typing import Any
 
 from django.conf import settings
@@ -19,7 +20,8 @@ from django.db import transaction
 from accounts.models import Scope
 from accounts.permissions import SYSTEM, may, principal_user
 from accounts.scopes import readable_scopes
-from contexts.ingestion import doc_exports, server_paths
+from contexts.governance.authority import compute_authority
+from contexts.ingestion import doc_exports, lanes, server_paths
 from contexts.ingestion.archives import ArchiveRefused, looks_like_zip
 from contexts.ingestion.jobs import run_job
 from contexts.models import Context, IngestionJob
@@ -27,7 +29,7 @@ from contexts.services import uploads
 from contexts.services.audit import record
 from contexts.services.errors import InvalidOperation
 from contexts.services.fragments import require
-from contexts.tasks import ingest
+from contexts.tasks import job_changed_fragments, publish_ingest
 from contexts.usecases.errors import Refused
 from contexts.usecases.retrieval import ScopeRef
 from contexts.usecases.scoping import resolve_in_org, resolve_org
@@ -85,8 +87,12 @@ def submit(principal: Any, command: SubmitSource, *, queue: bool = True) -> Inge
 
 def run_inline(job: IngestionJob) -> IngestionJob | None:
     """Run a submitted, unqueued job in this process, as a worker would (outside any
-    transaction: the run takes its own locks and commits as it goes)."""
-    return run_job(job.pk)
+    transaction: the run takes its own locks and commits as it goes), and the organization's
+    authority after it here too: ``--inline`` means no worker is counted on."""
+    done = run_job(job.pk)
+    if done is not None and job_changed_fragments(done):
+        compute_authority(done.org)
+    return done
 
 
 def submit_uploads(principal: Any, command: UploadSources) -> IngestionJob:
@@ -178,6 +184,10 @@ def save_uploads(job: IngestionJob, files: Iterable[Any]) -> None:
     job.save(update_fields=["source"])
 
 
-def enqueue(job: IngestionJob) -> None:
-    """Queue the job's run once the transaction that created it commits."""
-    ingest.delay_on_commit(job.pk)
+def enqueue(job: IngestionJob) -> str:
+    """Queue the job's run once the transaction that created it commits, in its lane
+    (``contexts.ingestion.lanes``: uploads and small path jobs interactive, large ones bulk);
+    returns the lane."""
+    queue = lanes.for_job(job.source_kind, job.source)
+    transaction.on_commit(partial(publish_ingest, job.pk, queue))
+    return queue

@@ -388,7 +388,7 @@ def deactivate_member(principal: Any, org: Organization, username: str) -> list[
         audit.record(principal, "member.deactivate", user, org=org,
                      before={"username": username, "active": True},
                      after={"username": username, "active": False,
-                            "nudges_escalated": [n.pk for n in escalated]})
+                            "nudges_escalated": [n.public_id for n in escalated]})
     if escalated:
         nudges.notify(escalated=escalated)
     return escalated

@@ -54,6 +54,9 @@ class ImportOrg:
     archive: Path
     slug: str | None = None  # None: the archive's own slug
     wait: bool = True        # embed and index before returning
+    # The display name; None: the archive's, followed by the new slug when ``slug`` differs
+    # from the archive's (``restore``'s rule: the switcher never shows two alike).
+    name: str | None = None
 
 
 def exportable_org(principal: Any, command: ExportOrg) -> Organization:
@@ -88,6 +91,7 @@ def import_org(principal: Any, command: ImportOrg) -> Restored:
     ``InvalidOperation`` naming the field) having written nothing."""
     if principal is not SYSTEM and not getattr(principal, "is_superuser", False):
         raise Refused("importing an organization is for the instance's operator")
+    name = _checked_name(command.name)
     archive = read_archive(command.archive, _limits())
     slug = command.slug or str(archive.manifest.get("organization", {}).get("slug") or "")
     created: list[int] = []
@@ -98,14 +102,16 @@ def import_org(principal: Any, command: ImportOrg) -> Restored:
             with indexed:
                 restored = restore(archive, principal, slug,
                                    created=lambda o: created.append(o.pk),
-                                   check_source=partial(_check_source, principal))
+                                   check_source=partial(_check_source, principal),
+                                   name=name)
                 if command.wait:
                     _embed(restored.fragment_ids)
             audit.record(principal, "org.import", restored.org, org=restored.org, after={
                 "slug": slug, "from": archive.manifest.get("organization"),
                 "exported_at": archive.manifest.get("exported_at"),
                 "fragments": restored.counts.get("fragments", 0),
-                "created_users": restored.created_users, "renamed_ids": restored.renamed})
+                "created_users": restored.created_users, "renamed_ids": restored.renamed,
+                "name": restored.org.name, "dropped_grants": restored.dropped_grants})
     except ArchiveRefused:
         _forget_index(created)
         raise
@@ -120,6 +126,15 @@ def import_org(principal: Any, command: ImportOrg) -> Restored:
     if command.wait:
         follower.catch_up(restored.org.pk)  # this node's index, before "searchable" is said
     return restored
+
+
+def _checked_name(name: str | None) -> str | None:
+    if name is None:
+        return None
+    name = name.strip()
+    if not name or len(name) > 200 or "\x00" in name:
+        raise ArchiveRefused("a name has 1 to 200 characters, no NUL", field="name")
+    return name
 
 
 def _check_source(principal: Any, settings: dict[str, Any]) -> dict[str, Any]:

@@ -9,13 +9,14 @@ An agent proposes
 
 Nothing proposed is retrievable outside its session until approved: the proposal keeps the text
 (screened for secrets as every write is), not a fragment. A tech lead or administrator of the
-target scope (``pin`` there) approves it (optionally editing title and body), rejects it with a
-reason, or merges it into an existing fragment (a new version of that fragment through the
-door's ``edit_fragment``). Approval creates the fragment at the target scope through the one
-door (``create_fragment``: secret screening, version, audit event, change feed), owned by the
-approving reviewer. Where the target scope's policy is ``auto-accept`` and the token is trusted
-(``ApiToken.auto_accept``), the proposal is approved at once by the product (``SYSTEM``), the
-fragment owned by the token's creator, audited as ``proposal.auto_accept``.
+target scope (``pin`` there: an organization role, or a role on that repository) approves it
+(optionally editing title and body), rejects it with a reason, or merges it into an existing
+fragment (a new version of that fragment through the door's ``edit_fragment``). Approval
+creates the fragment at the target scope through the one door (``create_fragment``: secret
+screening, version, audit event, change feed), owned by the approving reviewer. Where the
+target scope's policy is ``auto-accept`` and the token is trusted (``ApiToken.auto_accept``),
+the proposal is approved at once by the product (``SYSTEM``), the fragment owned by the token's
+creator, audited as ``proposal.auto_accept``.
 
 Every decision is audited (``proposal.create``, ``proposal.approve``, ``proposal.merge``,
 ``proposal.reject``, ``proposal.auto_accept``). The proposing token reads its own proposals
@@ -204,6 +205,19 @@ def own_proposal(principal: Any, public_id: str) -> Proposal:
 # --- review -------------------------------------------------------------------------------------
 def may_review(principal: Any, proposal: Proposal) -> bool:
     return may(principal, "pin", proposal.target_scope)
+
+
+def reviews_in(principal: Any, org: Organization) -> bool:
+    """Whether the principal reviews proposals in the organization at all: ``pin`` on it (an
+    organization tech lead or administrator), or on one of its repositories — a tech lead of
+    that repository only (a guardian grant), who reviews the proposals targeting it and no
+    others (:func:`may_review` decides per proposal)."""
+    if may(principal, "pin", org.scope):
+        return True
+    readable = readable_scopes(principal)
+    repositories = (Repository.objects.filter(org=org, scope_id__in=sorted(readable))
+                    .select_related("scope"))
+    return any(may(principal, "pin", repository.scope) for repository in repositories)
 
 
 def review_queue(principal: Any, org: Organization, state: str = ProposalState.OPEN

@@ -119,7 +119,7 @@ def resolve_conflict(user: AbstractBaseUser, nudge: Nudge, choice: str, text: st
         nudge.answered_by, nudge.answered_at = user, now
         nudge.save(update_fields=["state", "answer", "answered_by", "answered_at"])
         audit.record(user, "fragment.source_resolved", fragment, after={
-            "nudge": nudge.pk, "choice": choice, "path": conflict.path,
+            "nudge": nudge.public_id, "choice": choice, "path": conflict.path,
             "commit": conflict.commit, "version": fragment.version,
             "state": fragment.source_state})
     return fragment

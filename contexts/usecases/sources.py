@@ -26,7 +26,7 @@ from django.utils import timezone
 from accounts.lookups import find_in_org, find_org
 from accounts.models import Organization, Repository
 from accounts.permissions import SYSTEM, may, principal_user
-from contexts.ingestion import git_sync, server_paths
+from contexts.ingestion import git_sync, lanes, server_paths
 from contexts.ingestion.git_mirror import check_branch
 from contexts.ingestion.git_sync import SyncResult
 from contexts.ingestion.policy import valid_pattern
@@ -179,7 +179,9 @@ def sync_source(principal: Any, command: SyncSource) -> SyncResult | None:
     if command.wait:
         return git_sync.run_sync(source.pk, full=command.full, wait=True)
     task_id = git_sync.task_id(source.public_id, timezone.now())
-    transaction.on_commit(partial(publish_sync, source.pk, task_id, command.full))
+    # A person asked: the interactive lane, not behind a bulk ingest.
+    transaction.on_commit(partial(publish_sync, source.pk, task_id, command.full,
+                                  queue=lanes.for_sync(by_person=True)))
     return None
 
 

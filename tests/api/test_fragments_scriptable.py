@@ -63,10 +63,13 @@ def test_get_a_fragment_as_a_script_reads_it(cast, world, api):
     document = SourceDocument.objects.create(org=cast.org, repository=cast.repo,
                                              path="docs/limits.md", content_hash="x",
                                              source_commit="abc123")
-    SourcePointer.objects.create(document=document, fragment=fragment, anchor="limits")
+    SourcePointer.objects.create(document=document, fragment=fragment, anchor="limits",
+                                 start_line=3, end_line=9, content_hash="h")
     Fragment.objects.filter(pk=fragment.pk).update(
-        source_state="merged", owner=cast.teammate,
-        evidence=[{"ref": "src/limiter.py", "kind": "path", "state": "changed"}])
+        source_state="merged", owner=cast.teammate, evidence_state="changed",
+        evidence=[{"ref": "src/limiter.py", "kind": "path", "path": "src/limiter.py",
+                   "symbol": "", "fragment": "", "hash": "secret-ish", "commit": "abc123",
+                   "state": "changed"}])
     _, nudge = nudges.open_nudge(Fragment.objects.get(pk=fragment.pk), [{"code": "x"}],
                                  kind=NudgeKind.EVIDENCE_CHANGED)
     body = as_token(api, personal(cast, cast.viewer)).get(
@@ -77,13 +80,48 @@ def test_get_a_fragment_as_a_script_reads_it(cast, world, api):
         "scope": cast.repo.scope.public_id, "owner": "teammate",
         "source": {"path": "docs/limits.md", "repository": cast.repo.public_id,
                    "commit": "abc123", "state": "merged"},
-        "verified_at": None, "evidence": [{"ref": "src/limiter.py", "state": "changed"}],
-        "open_nudges": [{"id": nudge.pk, "kind": "evidence_changed"}],
+        "verified_at": None,
+        # Its source lines first (a merged fragment still stands with its file), then what
+        # its text cites; no hashes.
+        "evidence": [
+            {"ref": "docs/limits.md#L3-L9", "kind": "file", "path": "docs/limits.md",
+             "symbol": "", "fragment": "", "lines": [3, 9], "commit": "abc123",
+             "state": "current"},
+            {"ref": "src/limiter.py", "kind": "path", "path": "src/limiter.py", "symbol": "",
+             "fragment": "", "commit": "abc123", "state": "changed"}],
+        "evidence_summary": {"state": "changed", "refs": 2, "changed": 1},
+        # A public id: integer keys never leave the server.
+        "open_nudges": [{"id": nudge.public_id, "kind": "evidence_changed"}],
     }
+    assert nudge.public_id.startswith("nud_") and str(nudge.pk) != nudge.public_id
     written = as_token(api, personal(cast, cast.teammate)).get(
         f"/api/fragments/{world.org_note.public_id}").json()
     assert written["source"] == {"path": None, "repository": None, "commit": None,
                                  "state": None}
+
+
+@pytest.mark.parametrize(("source_state", "entry_state", "summary_state"), [
+    ("in_sync", "current", None), ("conflict", "changed", None), ("gone", "missing", None)])
+def test_a_source_fragment_rests_on_its_file_lines_at_their_commit(
+        cast, world, api, source_state, entry_state, summary_state):
+    """A fragment a file brought cites nothing itself: its evidence is the file's lines, at the
+    commit they were read, standing as its source state says (a conflict: the file changed
+    under the person's edit; gone: the lines were deleted)."""
+    fragment = world.repo_limiter
+    document = SourceDocument.objects.create(org=cast.org, repository=cast.repo,
+                                             path="docs/limits.md", content_hash="x",
+                                             source_commit="c0ffee")
+    SourcePointer.objects.create(document=document, fragment=fragment, anchor="burst",
+                                 start_line=12, end_line=20, content_hash="h")
+    Fragment.objects.filter(pk=fragment.pk).update(source_state=source_state)
+    body = as_token(api, personal(cast, cast.viewer)).get(
+        f"/api/fragments/{fragment.public_id}").json()
+    assert body["evidence"] == [
+        {"ref": "docs/limits.md#L12-L20", "kind": "file", "path": "docs/limits.md",
+         "symbol": "", "fragment": "", "lines": [12, 20], "commit": "c0ffee",
+         "state": entry_state}]
+    assert body["evidence_summary"] == {"state": summary_state, "refs": 1, "changed": 0}
+    assert body["source"]["state"] == source_state
 
 
 def test_patch_edits_as_the_member_and_a_stale_version_is_a_409_with_both_texts(
@@ -242,6 +280,10 @@ def test_the_openapi_schema_covers_them(api, cast):
     assert {"get", "patch"} <= set(item)
     assert "409" in item["patch"]["responses"]
     components = schema["components"]["schemas"]
-    assert {"text", "version", "owner", "source", "verified_at", "evidence", "open_nudges"} <= \
-        set(components["FragmentRecord"]["properties"])
+    assert {"text", "version", "owner", "source", "verified_at", "evidence",
+            "evidence_summary", "open_nudges"} <= set(components["FragmentRecord"]["properties"])
+    # A nudge is named by its public id (a string), never an integer key.
+    assert components["RecordNudge"]["properties"]["id"]["type"] == "string"
+    assert {"ref", "kind", "lines", "commit", "state"} <= set(
+        components["RecordEvidence"]["properties"])
     assert "text" in components["FragmentIn"]["properties"]

@@ -282,7 +282,7 @@ def test_deactivating_a_member_hands_their_open_nudges_to_the_tech_leads(cast, n
     # Signed out for good: the account reads nothing now.
     assert client_for(teammate).get("/o/acme/").status_code in (302, 404)
     event = AuditEvent.objects.get(action="member.deactivate")
-    assert event.after["nudges_escalated"] == [nudge.pk]
+    assert event.after["nudges_escalated"] == [nudge.public_id]
     # Listed as deactivated, and reactivated from there.
     page = client_for(cast.owner).get("/o/acme/members/").content.decode()
     assert "deactivated" in page and "Reactivate" in page

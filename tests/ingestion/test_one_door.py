@@ -289,7 +289,7 @@ def test_still_accurate_is_audited_and_signalled_without_a_version(
     fragment.refresh_from_db()
     assert fragment.verified_at is not None and fragment.version == 1
     event = AuditEvent.objects.get(action="fragment.verify", object_id=fragment.public_id)
-    assert event.actor == t.creator and event.after["nudge"] == nudge.pk
+    assert event.actor == t.creator and event.after["nudge"] == nudge.public_id
     assert fragment.pk in signals.ids
 
 

@@ -38,10 +38,14 @@ from contexts.models import (
     Fragment,
     FragmentVersion,
     Nudge,
+    SourceDocument,
+    SourcePointer,
 )
 from contexts.models.fragments import fragment_public_id
+from contexts.models.governance import NudgeKind
 from contexts.services import fragments as fragment_services
 from contexts.services import pins as pin_services
+from contexts.usecases import curation, source_conflicts
 from tests.domain.conftest import cast  # noqa: F401 - fixture
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -321,6 +325,53 @@ def case_update_metadata(cast, actor) -> Audited:  # noqa: F811
                     ("fragment.edit_metadata", b.public_id)])
 
 
+def case_follow_repository_owner(cast, actor) -> Audited:  # noqa: F811
+    # A person's choice of owner cleared: the owner the repository names (its document's).
+    f = _fragment(cast, "owned by the file", owner=cast.teammate)
+    Fragment.objects.filter(pk=f.pk).update(owner_set_by_person=True)
+    document = SourceDocument.objects.create(org=cast.org, repository=cast.repo,
+                                             path="docs/owned.md", content_hash="x",
+                                             owner=cast.lead)
+    SourcePointer.objects.create(document=document, fragment=f, anchor="owned")
+    return Audited(lambda: fragment_services.follow_repository_owner(actor, f),
+                   [("fragment.follow_repository_owner", f.public_id)])
+
+
+def case_verify(cast, actor) -> Audited:  # noqa: F811
+    # The console's Verify: the fragment verified, and each evidence or verify-by nudge it
+    # settles answered — one event each.
+    f = _fragment(cast, "verify me", owner=cast.teammate)
+    for kind in (NudgeKind.EVIDENCE_CHANGED, NudgeKind.VERIFY_DUE):
+        Nudge.objects.create(fragment=f, owner=cast.teammate, kind=kind, reasons=[])
+    return Audited(lambda: curation.verify(actor, Fragment.objects.get(pk=f.pk)),
+                   [("fragment.verify", f.public_id), ("nudge.answer", f.public_id),
+                    ("nudge.answer", f.public_id)])
+
+
+def conflict_case(choice: str, events: list[str]) -> Callable:
+    """A source conflict answered with ``choice`` (ADR 0020): ``events`` the actions beside
+    ``fragment.source_resolved`` (an answer that changes the text writes a version too)."""
+
+    def case(cast, actor) -> Audited:  # noqa: F811
+        f = _fragment(cast, f"conflicted {choice}", owner=cast.teammate)
+        nudge = Nudge.objects.create(
+            fragment=f, owner=cast.teammate, kind=NudgeKind.SOURCE_CONFLICT, reasons=[],
+            detail={"base": "Base.", "upstream": "Upstream.", "path": "docs/x.md",
+                    "commit": "c0ffee"})
+        text = "Merged by hand." if choice == source_conflicts.EDIT_MERGE else None
+        return Audited(lambda: source_conflicts.resolve_conflict(actor, nudge, choice, text),
+                       [(action, f.public_id) for action in
+                        [*events, "fragment.source_resolved"]])
+
+    return case
+
+
+case_resolve_conflict_keep_mine = conflict_case(source_conflicts.KEEP_MINE, [])
+case_resolve_conflict_take_upstream = conflict_case(source_conflicts.TAKE_UPSTREAM,
+                                                    ["fragment.edit"])
+case_resolve_conflict_edit_merge = conflict_case(source_conflicts.EDIT_MERGE, ["fragment.edit"])
+
+
 # Actions on one fresh fragment: name → (expected action, fragment options, the call with the
 # cast, the actor and the fragment).
 ONE_FRAGMENT: dict[str, tuple[str, dict, Callable]] = {
@@ -357,7 +408,8 @@ CASES: dict[str, Callable] = {
        if name.startswith("case_")},
 }
 # Every curation action: the functions of these modules that take the acting user first.
-CURATION_MODULES: list[ModuleType] = [fragment_services, pin_services, nudges, dedup_review]
+CURATION_MODULES: list[ModuleType] = [fragment_services, pin_services, nudges, dedup_review,
+                                      curation, source_conflicts]
 NOT_ACTIONS = {
     "require",      # the permission check itself
     "is_lead",      # nudges: who may answer, what the inbox shows — reading only
@@ -365,7 +417,9 @@ NOT_ACTIONS = {
     "inbox",
 }
 # Actions whose table entries are named after the variant they test.
-VARIANTS = {"mark_negative": {"mark_negative", "unmark_negative"}}
+VARIANTS = {"mark_negative": {"mark_negative", "unmark_negative"},
+            "resolve_conflict": {f"resolve_conflict_{choice}"
+                                 for choice in source_conflicts.ANSWERS}}
 
 
 def curation_functions() -> set[str]:

@@ -144,9 +144,9 @@ def started_pid(line: str) -> int:
 
 def test_runstack_restarts_a_killed_worker_and_keeps_web_up(runstack):
     process, output, port = runstack
-    output.wait_for(lambda line: "Contexts is running" in line, timeout=240)
+    output.wait_for(lambda line: "Contexts is up" in line, timeout=240)
     login = reverse("console:login")
-    # The banner comes right after gunicorn is spawned, not once it listens.
+    # The banner comes once /readyz answers; the login page answers too.
     wait_for("web to answer", lambda: _answers(port, login), timeout=60, interval=0.2)
     worker_line = output.wait_for(lambda line: line.startswith("started worker"), timeout=1)
     worker = started_pid(worker_line)

@@ -66,6 +66,10 @@ def org_context(request: HttpRequest, org: Organization | None, active: str = ""
         # Tech leads and administrators: the Review item with its count of open proposals
         # (counted only when the layout shows it), and the Sources item.
         "can_review_org": bool(org) and seen.may("pin", org.scope),
+        # The Review item also for a repository's tech lead (asked only when the layout
+        # shows the navigation).
+        "can_review_proposals": ((lambda: proposals.reviews_in(request.user, org))
+                                 if org else False),
         "review_open": (lambda: proposals.open_count(request.user, org)) if org else 0,
         **extra,
     }

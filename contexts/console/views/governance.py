@@ -82,7 +82,7 @@ def nudge_answer(request: HttpRequest, token: str, answer: str) -> HttpResponse:
         return render(request, "governance/nudge_link_invalid.html", layout(request, expired=False),
                       status=400)
     nudge = Nudge.objects.select_related("fragment", "fragment__owner", "fragment__org",
-                                         "answered_by").filter(pk=nudge_id).first()
+                                         "answered_by").filter(nudges.by_token_id(nudge_id)).first()
     user = get_user_model().objects.filter(pk=user_id).first()
     if nudge is None or user is None:
         return render(request, "governance/nudge_link_invalid.html", layout(request, expired=False),

@@ -3,8 +3,10 @@ session fragment to promote, or a new repository fragment — for its tech leads
 administrators to approve (optionally editing title and body), reject with a reason, or merge
 into an existing fragment (``contexts.usecases.proposals``; docs/console.md "Review").
 
-A stranger gets 404 (the organization is not theirs to see), a member who may not review
-(viewer, curator) 403; a proposal outside the reviewer's readable scopes is a 404."""
+A stranger gets 404 (the organization is not theirs to see), a member who reviews nowhere in
+it (viewer, curator) 403; a repository's tech lead sees the proposals targeting that
+repository only; a proposal outside the reviewer's readable scopes is a 404, one they read
+but do not review a 403."""
 
 from __future__ import annotations
 
@@ -16,7 +18,6 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from accounts.models import Organization, ProposalPolicy
-from contexts.console.querysets import visible
 from contexts.console.views.common import get_org, org_context
 from contexts.console.views.members import call
 from contexts.models import ProposalState
@@ -27,8 +28,10 @@ STATES = tuple(ProposalState.values)
 
 
 def _reviewer_org(request: HttpRequest, slug: str) -> Organization:
+    """The organization, for a reviewer of its proposals: its tech leads and administrators,
+    and a repository's tech lead (who sees and decides that repository's proposals only)."""
     org = get_org(request, slug)  # 404 for strangers
-    if not visible(request).may("pin", org.scope):
+    if not usecase.reviews_in(request.user, org):
         raise PermissionDenied("only tech leads and administrators review proposals")
     return org
 

@@ -1,9 +1,13 @@
 """``manage.py runstack`` (what ``make run`` calls): everything in the foreground.
 
 Starts the embedded services (unless external URLs are set), migrates, creates the demo
-organization and admin on first start, then runs gunicorn, a Celery worker and Celery beat as
-children. SIGINT or SIGTERM stops every child (each in its own process group, so grandchildren
-such as gunicorn workers go too) and then the embedded services: no orphans.
+organization and admin on first start, then runs gunicorn, two Celery workers — one per lane,
+bulk and interactive (``contexts/ingestion/lanes.py``): "Sync now" and uploads never wait
+behind the demo's ingest — and Celery beat as children. It prints the address only once
+``/readyz`` answers 200 (the web processes load the query encoder first, which takes from
+seconds to a minute), saying meanwhile what it waits for. SIGINT or SIGTERM stops every child
+(each in its own process group, so grandchildren such as gunicorn workers go too) and then the
+embedded services: no orphans.
 
 A worker or beat that dies is started again after a back-off (1 s, 2 s, 4 s … 30 s; back to 1 s
 once it stayed up a minute), with a line saying so; web and the services stay up meanwhile. The
@@ -13,12 +17,15 @@ Only web dying (gunicorn already restarts its own workers) stops the stack.
 
 from __future__ import annotations
 
+import http.client
 import os
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.core.management import call_command
@@ -29,9 +36,11 @@ from contexts.stack.servers import EmbeddedServiceError, EmbeddedStack
 from contexts.web.serving import ASGI_WORKER_CLASS
 
 STOP_TIMEOUT = 15.0
-RESTARTABLE = ("worker", "beat")
+RESTARTABLE = ("worker", "worker-interactive", "beat")
 BACKOFF_FIRST, BACKOFF_MAX = 1.0, 30.0
 STABLE_AFTER = 60.0  # seconds up after which a child's next death starts the back-off afresh
+READY_PATH = "/readyz"
+READY_TIMEOUT = 600.0  # seconds: past this the address is printed anyway, with a warning
 
 
 class Command(BaseCommand):
@@ -64,11 +73,7 @@ class Command(BaseCommand):
             call_command("rebuild_index", outdated=True)
             call_command("bootstrap", demo=not no_demo)
             self._spawn_children(host, port)
-            self.stdout.write(self.style.SUCCESS(
-                f"\nContexts is running at {runsettings.served_url(host, port)}/  (health: "
-                f"/readyz, API docs: /api/docs/). Links in e-mails start with {base_url} "
-                f"(CONTEXTS_BASE_URL). Press Ctrl-C to stop.\n"
-            ))
+            self._announce_when_ready(host, port, base_url)
             self._watch()
         except _Stop:
             pass
@@ -99,6 +104,34 @@ class Command(BaseCommand):
                               "checkout use them unless their environment says otherwise)")
         return base_url
 
+    def _announce_when_ready(self, host: str, port: int, base_url: str) -> None:
+        """Print the address once the web server answers ``/readyz``; until then, what it
+        waits for (a line when that changes, and every ``say_every`` seconds)."""
+        address = runsettings.served_url(host, port)
+        started = time.monotonic()
+
+        def web_alive() -> bool:
+            return self.children["web"].poll() is None
+
+        def waiting(reason: str) -> None:
+            self.stdout.write(f"waiting for the web server ({time.monotonic() - started:.0f} s):"
+                              f" {reason}")
+
+        ready = wait_until_serving(f"http://{_local(host)}:{port}{READY_PATH}",
+                                   alive=web_alive, on_wait=waiting, timeout=READY_TIMEOUT)
+        if not web_alive():
+            raise CommandError(f"web exited with {self.children['web'].returncode} before "
+                               "it answered")
+        if not ready:
+            self.stderr.write(f"{READY_PATH} did not answer 200 within {READY_TIMEOUT:.0f} s;"
+                              " see /healthz and the lines above.")
+        self.stdout.write(self.style.SUCCESS(
+            f"\nContexts is up at {address}/  (answered after "
+            f"{time.monotonic() - started:.1f} s; health: {READY_PATH}, API docs: /api/docs/)."
+            f" Links in e-mails start with {base_url} (CONTEXTS_BASE_URL). The demo's ingest "
+            "shows its progress on the organization's overview. Press Ctrl-C to stop.\n"
+        ))
+
     def _on_signal(self, signum: int, frame) -> None:
         if not self._stopping:
             self._stopping = True
@@ -113,9 +146,12 @@ class Command(BaseCommand):
                     "--worker-class", ASGI_WORKER_CLASS, "--bind",
                     f"{host}:{port}", "--workers", os.environ.get("WEB_CONCURRENCY", "2"),
                     "--access-logfile", "-", "--graceful-timeout", "5"],
-            "worker": [python, "-m", "celery", "-A", "contexts", "worker", "--loglevel", "INFO",
-                       "--concurrency", os.environ.get("CELERY_CONCURRENCY", "1"),
-                       "--hostname", f"worker-{os.getpid()}@%h"],
+            # One worker per lane (contexts/ingestion/lanes.py), one process each: the bulk
+            # one encodes with every core (torch), so a second bulk process would only halve
+            # each one's speed; the interactive one sleeps until a person asks for something.
+            # It also drains "celery", the queue of messages sent before the lanes existed.
+            "worker": _worker(python, "bulk", "bulk"),
+            "worker-interactive": _worker(python, "interactive", "interactive,celery"),
             # Beat at WARNING: at INFO it logs every due task, dozens a minute, which buried the
             # worker's own lines in `make run`'s output.
             "beat": [python, "-m", "celery", "-A", "contexts", "beat", "--loglevel", "WARNING",
@@ -181,6 +217,67 @@ class Command(BaseCommand):
 
 class _Stop(Exception):
     pass
+
+
+def _worker(python: str, name: str, queues: str) -> list[str]:
+    return [python, "-m", "celery", "-A", "contexts", "worker", "--loglevel", "INFO",
+            "--concurrency", os.environ.get("CELERY_CONCURRENCY", "1"), "--queues", queues,
+            "--hostname", f"{name}-{os.getpid()}@%h"]
+
+
+def _local(host: str) -> str:
+    """Where this machine reaches a server bound to ``host`` (all interfaces: loopback)."""
+    if host in ("", "0.0.0.0", "::"):
+        return "127.0.0.1"
+    return f"[{host}]" if ":" in host else host
+
+
+def wait_until_serving(url: str, *, alive: Callable[[], bool], on_wait: Callable[[str], None],
+                       timeout: float, poll: float = 0.5, say_every: float = 10.0,
+                       request_timeout: float = 2.0,
+                       sleep: Callable[[float], None] = time.sleep) -> bool:
+    """GET ``url`` until it answers 200 (True), ``alive()`` turns false or ``timeout`` seconds
+    pass (False). ``on_wait(reason)`` hears why it is not ready yet — on the first miss, when
+    the reason changes, and every ``say_every`` seconds — so the person at the terminal sees
+    what the start-up waits for instead of an address that does not answer."""
+    deadline = time.monotonic() + timeout
+    said, said_at = "", 0.0
+    while alive():
+        reason = _not_ready(url, request_timeout)
+        if reason is None:
+            return True
+        now = time.monotonic()
+        if reason != said or now - said_at >= say_every:
+            on_wait(reason)
+            said, said_at = reason, now
+        if now >= deadline:
+            return False
+        sleep(poll)
+    return False
+
+
+def _not_ready(url: str, request_timeout: float) -> str | None:
+    """None when ``url`` answers 200; otherwise what is in the way, in a person's words."""
+    parts = urlsplit(url)
+    conn = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port or 80,
+                                      timeout=request_timeout)
+    try:
+        conn.request("GET", parts.path or "/")
+        status = conn.getresponse().status
+    except ConnectionRefusedError:
+        return "the web server is starting (nothing listens yet)"
+    except TimeoutError:
+        # gunicorn listens at once, but its workers accept only once their query encoder
+        # answers (contexts/web/worker.py).
+        return "the web processes are loading the query encoder"
+    except (OSError, http.client.HTTPException) as exc:
+        return f"no answer yet ({type(exc).__name__})"
+    finally:
+        conn.close()
+    if status == 200:
+        return None
+    return (f"{parts.path} answers {status} (the database or this node's search index is not "
+            "ready yet)")
 
 
 @dataclass

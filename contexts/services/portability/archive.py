@@ -25,6 +25,9 @@ from contexts.services.errors import InvalidOperation
 FORMAT = "contexts-organization"
 VERSION = 1
 MANIFEST = "manifest.json"
+# The manifest's ``left_out_counts`` key for the object permissions (django-guardian grants:
+# repository roles and other per-object roles) the archive does not carry, counted at export.
+GRANTS_LEFT_OUT = "object permissions"
 # Every entity file, in the order an import reads them (a row refers only to earlier files').
 ENTITY_FILES = (
     "organization.jsonl",

@@ -12,8 +12,10 @@ from typing import IO, Any
 
 from django.apps import apps
 from django.contrib.auth import get_user_model
+from django.contrib.contenttypes.models import ContentType
 from django.db import connection, transaction
 from django.utils import timezone
+from guardian.models import GroupObjectPermission, UserObjectPermission
 
 from accounts.models import Membership, Organization, Persona, Repository, Scope, Session
 from contexts.models import (
@@ -29,7 +31,7 @@ from contexts.models import (
 )
 from contexts.models.bundles import ContextOwner, ContextSubscription
 from contexts.models.fragments import FragmentContext
-from contexts.services.portability.archive import jsonl, write_archive
+from contexts.services.portability.archive import GRANTS_LEFT_OUT, jsonl, write_archive
 
 # What version 1 deliberately does not carry, and why (also in the manifest and the docs).
 LEFT_OUT = {
@@ -42,7 +44,8 @@ LEFT_OUT = {
     "retrieval traces, evaluation runs, ingestion jobs, uploads": "operational records",
     "proposals, dedup candidates, staleness scans, secret findings": "work queues and "
                   "findings of this instance; their outcomes are in the fragments and audit",
-    "guardian object permissions": "version 1 carries organization roles only",
+    "guardian object permissions": "version 1 carries organization roles only; "
+                                   "left_out_counts says how many grants stayed behind",
     "subscriptions to other organizations' contexts": "the publisher is not in the archive",
 }
 
@@ -250,6 +253,22 @@ def _sources(org: Organization, rows: _Rows) -> list[dict] | None:
         .order_by("public_id")]
 
 
+def _object_grants(org: Organization) -> int:
+    """The organization's django-guardian grants (users' and groups'): on the organization
+    itself and on its repositories, personas and sessions."""
+    total = 0
+    for model in (Organization, Repository, Persona, Session):
+        pks = ([org.pk] if model is Organization
+               else list(model.objects.filter(org=org).values_list("pk", flat=True)))
+        if not pks:
+            continue
+        content_type = ContentType.objects.get_for_model(model)
+        wanted = {"content_type": content_type, "object_pk__in": [str(pk) for pk in pks]}
+        total += (UserObjectPermission.objects.filter(**wanted).count()
+                  + GroupObjectPermission.objects.filter(**wanted).count())
+    return total
+
+
 def export_organization(org: Organization, out: IO[bytes]) -> dict[str, Any]:
     """Write ``org``'s archive to ``out``; returns the manifest's counts.
 
@@ -260,10 +279,13 @@ def export_organization(org: Organization, out: IO[bytes]) -> dict[str, Any]:
             with connection.cursor() as cursor:
                 cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
         files = export_files(org)
+        grants = _object_grants(org)
     manifest = {
         "exported_at": timezone.now().isoformat(),
         "organization": {"public_id": org.public_id, "slug": org.slug},
         "left_out": LEFT_OUT,
+        # What the importer tells its operator was dropped (``import_org`` prints it).
+        "left_out_counts": {GRANTS_LEFT_OUT: grants},
         "sources": "sources.jsonl" if "sources.jsonl" in files else
                    "not in this archive: this instance has no git sources",
     }

@@ -65,7 +65,7 @@ from contexts.models.fragments import (
 from contexts.models.governance import NudgeAnswer, NudgeState
 from contexts.services import fragments as fragment_service
 from contexts.services.errors import InvalidOperation
-from contexts.services.portability.archive import Archive, ArchiveRefused
+from contexts.services.portability.archive import GRANTS_LEFT_OUT, Archive, ArchiveRefused
 
 # New uids for fragments whose own is taken in this instance (a copy in the instance it came
 # from): derived from the new organization's public id and the old uid, so unique per copy.
@@ -85,6 +85,9 @@ class Restored:
     renamed: int                  # public ids that were taken here and got new ones
     created_users: list[str]      # usernames created inactive
     fragment_ids: list[int]       # database ids of the restored fragments
+    # Object permissions (repository roles and other per-object grants) the exporting
+    # instance had and the archive does not carry; None: an older archive that does not say.
+    dropped_grants: int | None = None
 
 
 class _Row:
@@ -245,10 +248,10 @@ class _Restore:
             self.renamed[archive_pid] = obj.public_id
 
     # -- writing -------------------------------------------------------------------------------
-    def run(self, slug: str) -> Restored:
+    def run(self, slug: str, name: str | None = None) -> Restored:
         for row in self.rows("users.jsonl"):
             self.user_rows[row.text("username", 150, required=True)] = row.data
-        org = self.org = self.organization(slug)
+        org = self.org = self.organization(slug, name)
         for row in self.rows("memberships.jsonl"):
             Membership.objects.create(user=self.user(row, "user", required=True), org=org,
                                       role=row.choice("role", Role.values),
@@ -268,16 +271,17 @@ class _Restore:
         self.audit_events(org)
         return Restored(org=org, counts=self.counts, renamed=len(self.renamed),
                         created_users=self.created_users,
-                        fragment_ids=[f.pk for f in self.fragments.values()])
+                        fragment_ids=[f.pk for f in self.fragments.values()],
+                        dropped_grants=_dropped_grants(self.archive.manifest))
 
-    def organization(self, slug: str) -> Organization:
+    def organization(self, slug: str, name: str | None = None) -> Organization:
         rows = self.rows("organization.jsonl")
         if len(rows) != 1:
             raise ArchiveRefused("organization.jsonl must hold exactly one row",
                                  field="organization.jsonl")
         row = rows[0]
         archive_pid = row.text("public_id", 32, required=True)
-        org = Organization(slug=slug, name=row.text("name", 200) or slug,
+        org = Organization(slug=slug, name=name or _imported_name(row, slug),
                            created_at=row.when("created_at", required=True),
                            proposal_policy=row.choice("proposal_policy", _policies(),
                                                       "review"))
@@ -607,10 +611,30 @@ def _strings(row: _Row, key: str, max_length: int) -> list[str]:
     return values
 
 
+def _imported_name(row: _Row, slug: str) -> str:
+    """The display name when the operator gives none: the archive's, and under another slug
+    the archive's followed by the new slug — the organization switcher shows names, and two
+    organizations named alike there cannot be told apart."""
+    archived = row.text("name", 200) or slug
+    if slug == row.text("slug", 63):
+        return archived
+    suffix = f" ({slug})"
+    return archived[:200 - len(suffix)] + suffix
+
+
+def _dropped_grants(manifest: dict) -> int | None:
+    """How many object permissions the exporting instance had that the archive leaves out
+    (``left_out_counts`` in the manifest; an older archive does not say)."""
+    counts = manifest.get("left_out_counts")
+    value = counts.get(GRANTS_LEFT_OUT) if isinstance(counts, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 def restore(archive: Archive, principal: Any, slug: str,
             created: Callable[[Organization], None] = lambda org: None,
-            check_source: SourceCheck | None = None) -> Restored:
-    """Restore ``archive`` as organization ``slug`` (the caller's transaction); ``created``
+            check_source: SourceCheck | None = None, name: str | None = None) -> Restored:
+    """Restore ``archive`` as organization ``slug`` (named ``name``, else the archive's name;
+    the caller's transaction); ``created``
     hears of the organization as soon as its row exists (what a rollback must clean up beside
     the database: the node's index directory). ``check_source`` rules on each git source's
     settings (without it, an archive with git sources is refused)."""
@@ -621,4 +645,4 @@ def restore(archive: Archive, principal: Any, slug: str,
     if Organization.objects.filter(slug=slug).exists():
         raise ArchiveRefused(f"an organization {slug!r} exists already; choose another with "
                              "--as", field="slug")
-    return _Restore(archive, principal, created, check_source).run(slug)
+    return _Restore(archive, principal, created, check_source).run(slug, name)
