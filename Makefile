@@ -5,6 +5,12 @@ VENV := .venv
 BIN := $(VENV)/bin
 PORT ?= 8000
 export PORT
+# Test processes in parallel (pytest-xdist): each starts its own PostgreSQL, Redis and test
+# database (tests/conftest.py), and takes whole files so module fixtures are built once.
+TEST_WORKERS ?= 3
+XDIST := -n $(TEST_WORKERS) --dist loadfile
+# Each test target ends by printing its wall time.
+TIMED = start=$$(date +%s); trap 'echo "make $@: $$(( $$(date +%s) - start )) s wall"' EXIT;
 
 .PHONY: run test test-long test-fast test-unit lint services-start services-stop services-status eval clean
 
@@ -27,7 +33,7 @@ run: $(VENV)/.installed-run
 # Everything but the `long` measurements, with per-test timeouts (pyproject.toml,
 # tests/conftest.py) and the 25 slowest.
 test: $(VENV)/.installed-dev
-	$(BIN)/python -m pytest -m "not long" --durations=25 $(PYTEST_ARGS)
+	@$(TIMED) $(BIN)/python -m pytest $(XDIST) -m "not long" --durations=25 $(PYTEST_ARGS)
 
 # The end-to-end measurements of ten minutes or more (e.g. a fresh ingest of this repository
 # and its staleness scan).
@@ -38,11 +44,12 @@ test-long: $(VENV)/.installed-dev
 # integration tests that are neither `slow` (real workers, servers or encoder processes,
 # exhaustive sweeps) nor `browser`.
 test-fast: $(VENV)/.installed-dev
-	$(BIN)/python -m pytest -m "not slow and not browser" --durations=10 $(PYTEST_ARGS)
+	@$(TIMED) $(BIN)/python -m pytest $(XDIST) -m "not slow and not browser" --durations=10 \
+		$(PYTEST_ARGS)
 
 # The database-free tests alone: no server starts.
 test-unit: $(VENV)/.installed-dev
-	$(BIN)/python -m pytest -m "unit and not slow and not browser" $(PYTEST_ARGS)
+	@$(TIMED) $(BIN)/python -m pytest -n 2 -m "unit and not slow and not browser" $(PYTEST_ARGS)
 
 # Style and the import contracts (pyproject.toml [tool.importlinter]: the layers, ADR 0013).
 lint: $(VENV)/.installed-dev
