@@ -10,13 +10,16 @@ queue the rest.
 
 from __future__ import annotations
 
-from celery import shared_task
+import time
 
-from accounts.models import Organization
+from celery import shared_task
+from django.utils import timezone
+
+from accounts.models import Organization, Repository, ScopeKind
 from contexts.governance import tasks as governance_tasks  # noqa: F401 - registers them
 from contexts.indexes import follower
 from contexts.indexes.indexing import embed_changed
-from contexts.ingestion import git_sync, lanes
+from contexts.ingestion import git_sync, lanes, target_lock
 from contexts.ingestion.jobs import run_job
 from contexts.models import IngestionJob, JobState, Source
 from contexts.search import IndexLockBusy
@@ -25,14 +28,48 @@ from contexts.services import job_leases, traces, uploads, usage
 
 RETRY = {"autoretry_for": (IndexLockBusy,), "retry_backoff": 1, "retry_backoff_max": 30,
          "max_retries": 8}
+# A queued job or sync whose repository another run is ingesting (the demo, a long job) goes
+# back to its queue for this long instead of waiting in the worker: the lane's one process
+# stays free for the next person's upload or sync into another scope.
+TARGET_BUSY_RETRY_SECONDS = 10
 
 
 @shared_task(bind=True, acks_late=True, reject_on_worker_lost=True, **RETRY)
-def ingest(self, job_id: int) -> dict | None:
+def ingest(self, job_id: int, deferred_since: float | None = None) -> dict | None:
+    queued = (IngestionJob.objects.filter(pk=job_id, state=JobState.QUEUED)
+              .select_related("scope").first())
+    repository = None
+    if queued is not None:
+        repository = (Repository.objects.filter(scope=queued.scope)
+                      .values_list("pk", flat=True).first()
+                      if queued.scope.kind == ScopeKind.REPO else None)
+        if target_lock.is_busy(queued.org_id, repository):
+            # Stamped, so the reaper sees a job that is looked after, not a lost message.
+            IngestionJob.objects.filter(pk=job_id).update(heartbeat_at=timezone.now())
+            raise self.retry(countdown=TARGET_BUSY_RETRY_SECONDS, max_retries=None, kwargs={
+                "deferred_since": deferred_since or time.time()})
     job = run_job(job_id)
+    if job is not None and job.state == JobState.DONE and deferred_since is not None:
+        _note_waited(job, repository is not None, time.time() - deferred_since)
     if job is not None:
         after_bulk_write(job.org_id, job_changed_fragments(job))
     return None if job is None else {"job": job.public_id, "state": job.state}
+
+
+def _note_waited(job: IngestionJob, in_repository: bool, seconds: float) -> None:
+    """Say on the job how long it stood aside, as a run that waited for the lock says it."""
+    note = {"path": "", "reason": (f"waited {seconds:.1f} s for another ingestion into the "
+                                   f"same {'repository' if in_repository else 'organization'}"
+                                   " to finish (back in its queue meanwhile)")}
+    job.warnings = [*job.warnings, note]
+    IngestionJob.objects.filter(pk=job.pk).update(warnings=job.warnings)
+
+
+def _defer_while_busy(task, org_id: int, repository_id: int | None) -> None:
+    """Put the message back in its queue (same lane, same task id) while another run holds
+    the target's documents (``contexts.ingestion.target_lock``); it runs once they are free."""
+    if target_lock.is_busy(org_id, repository_id):
+        raise task.retry(countdown=TARGET_BUSY_RETRY_SECONDS, max_retries=None)
 
 
 def job_changed_fragments(job: IngestionJob) -> int:
@@ -77,6 +114,9 @@ def sync_source(self, source_id: int, full: bool = False) -> dict | None:
     and by a person's "sync now", with a UUID5 id per source and due time. A second delivery
     while the first runs returns at once (the source's lock); one whose worker was killed
     re-applies the same diff."""
+    target = Source.objects.filter(pk=source_id).values_list("org_id", "repository_id").first()
+    if target is not None:
+        _defer_while_busy(self, *target)
     result = git_sync.run_sync(source_id, full=full)
     if result is not None and not result.error:
         org_id = Source.objects.filter(pk=source_id).values_list("org_id", flat=True).first()

@@ -94,6 +94,20 @@ def one_sync_per_source(source_id: int, *, wait: bool) -> Iterator[bool]:
         _unlock(key)
 
 
+def is_busy(org_id: int, repository_id: int | None) -> bool:
+    """Whether another run holds the document set's lock now (read from ``pg_locks``, without
+    taking it). A worker asks before it starts a queued job or sync, and puts it back in its
+    queue for a while instead of waiting here with the lane's only process (tasks.py)."""
+    key = lock_key(org_id, repository_id)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted"
+            " AND classid = %s AND objid = %s AND objsubid = 2"
+            " AND database = (SELECT oid FROM pg_database WHERE datname = current_database()))",
+            list(key))
+        return bool(cursor.fetchone()[0])
+
+
 def _try_lock(key: tuple[int, int]) -> bool:
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_try_advisory_lock(%s, %s)", list(key))

@@ -162,3 +162,49 @@ def test_an_upload_runs_while_the_bulk_lane_holds_a_long_job(cast, tmp_path, set
                              if task == "contexts.tasks.ingest"]
     finally:
         stop_worker(worker)
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_an_upload_into_a_busy_repository_steps_aside_for_the_next_one(cast, services):  # noqa: F811
+    """An upload into the repository the demo is ingesting must wait for it (one run per
+    document set, contexts/ingestion/target_lock.py) — but not in the interactive worker's only
+    process: it goes back to its queue, and an upload into another scope behind it runs."""
+    from django.db import connection
+
+    from contexts.ingestion.target_lock import lock_key
+
+    key = lock_key(cast.org.pk, cast.repo.pk)
+    with connection.cursor() as cursor:  # the demo's run holds the repository's documents
+        cursor.execute("SELECT pg_advisory_lock(%s, %s)", list(key))
+    worker = None
+    try:
+        into_busy = ingestion.submit(SYSTEM, ingestion.SubmitSource(
+            scope=cast.repo.scope, files=[SimpleUploadedFile("a.md", b"# A\n\nalpha one\n")]))
+        elsewhere = ingestion.submit(SYSTEM, ingestion.SubmitSource(
+            scope=cast.org.scope, files=[SimpleUploadedFile("b.md", b"# B\n\nbeta two\n")]))
+        worker = start_worker(services, name="interactive", queues="interactive,celery")
+        assert _wait_state(elsewhere, 240) == JobState.DONE
+        into_busy.refresh_from_db()
+        assert into_busy.state == JobState.QUEUED   # stepped aside, not holding the worker
+        with connection.cursor() as cursor:         # the long run ends
+            cursor.execute("SELECT pg_advisory_unlock(%s, %s)", list(key))
+        assert _wait_state(into_busy, 120) == JobState.DONE
+        assert into_busy.fragments_created == 1
+        assert any("for another ingestion into the same repository to finish" in w["reason"]
+                   for w in into_busy.warnings)   # it says it stood aside, and how long
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_unlock_all()")
+        if worker is not None:
+            stop_worker(worker)
+
+
+def _wait_state(job: IngestionJob, seconds: float) -> str:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        job.refresh_from_db()
+        if job.state in (JobState.DONE, JobState.FAILED):
+            break
+        time.sleep(0.3)
+    return job.state
