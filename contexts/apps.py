@@ -9,6 +9,7 @@ class ContextsConfig(AppConfig):
     def ready(self) -> None:
         from accounts.tokens import token_changed
         from contexts import signals  # noqa: F401 - connects receivers
+        from contexts.config import checks  # noqa: F401 - registers the configuration check
         from contexts.governance import evidence, evidence_follow, nudges, secret_nudges
         from contexts.indexes import follower
         from contexts.kernel import (

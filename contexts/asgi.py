@@ -18,9 +18,18 @@ import os
 
 from django.core.wsgi import get_wsgi_application
 
+from contexts.kernel import local_secrets
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "contexts.settings")
+local_secrets.prepare()  # before the settings read them
 # First: sets Django up, which the MCP module's imports (models, settings) need.
 wsgi_application = get_wsgi_application()
+
+from contexts.config.checks import refuse_to_start  # noqa: E402
+
+# Exit status 3, gunicorn's "worker failed to boot": the server stops instead of booting
+# worker after worker on a configuration with mistakes in it.
+refuse_to_start("web", exit_status=3)
 
 from django.conf import settings  # noqa: E402
 from starlette.types import ASGIApp, Receive, Scope, Send  # noqa: E402

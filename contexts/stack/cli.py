@@ -1,13 +1,16 @@
-"""``manage.py``: Django's command line, with the settings ``make run`` recorded and a one-line
-answer when the database cannot be reached.
+"""``manage.py``: Django's command line, with the settings ``make run`` recorded, a start-up that
+refuses a configuration with mistakes in it, and a one-line answer when the database cannot be
+reached.
 
 Before Django loads the settings, the variables ``runstack`` recorded in ``var/run-settings.json``
-fill in what the environment does not set (``contexts.stack.runsettings``). A command that then
-cannot
-connect to its database says so in one line on stderr, naming the settings to check, and exits
-with status 1 — instead of an 80-line traceback. Only a failure to *connect* is answered so: any
-other error, a failed query included, keeps its traceback, as does any error under
-``--traceback``.
+fill in what the environment does not set (``contexts.stack.runsettings``), and the secrets of a
+one-machine run are generated into the var directory if missing
+(``contexts.kernel.local_secrets``). Every command but ``check`` (which lists them itself, as
+system check errors) then refuses to run while a setting is invalid, listing them all
+(``contexts.config.checks``). A command that then cannot connect to its database says so in
+one line on stderr, naming the settings to check, and exits with status 1 — instead of an
+80-line traceback. Only a failure to *connect* is answered so: any other error, a failed query
+included, keeps its traceback, as does any error under ``--traceback``.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import sys
 import traceback
 from collections.abc import Iterator, Sequence
 
+from contexts.kernel import local_secrets
 from contexts.stack import runsettings
 
 # Frames that only run while a connection is being opened (Django's ensure_connection and its
@@ -24,6 +28,9 @@ from contexts.stack import runsettings
 # them is a failure to reach the database, not of a statement.
 CONNECTING = frozenset({"ensure_connection", "get_new_connection", "connect"})
 EXIT_UNREACHABLE = 1
+# Commands that run on an invalid configuration: `check` reports it (as system check errors),
+# `settings_reference` describes the settings, help and version need none.
+RUN_ON_INVALID_CONFIGURATION = frozenset({"check", "settings_reference", "help", "version", ""})
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -32,6 +39,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     # runstack writes the file and takes its settings from its environment alone: a plain
     # `make run` after `make run CONTEXTS_PG_PORT=…` is back on the defaults.
     filled = {} if _command(argv) == "runstack" else runsettings.apply_defaults(os.environ)
+    local_secrets.prepare(os.environ)
+    if _command(argv) not in RUN_ON_INVALID_CONFIGURATION and "--help" not in argv:
+        from contexts.config.checks import refuse_to_start
+
+        refuse_to_start(f"manage.py {_command(argv)}")
     from django.core.management import execute_from_command_line
 
     try:

@@ -19,7 +19,6 @@ from __future__ import annotations
 import importlib.util
 import os
 import pwd
-import secrets
 import signal
 import socket
 import stat
@@ -28,12 +27,14 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+# The passwords are kept in var/secrets/ (contexts/kernel/local_secrets.py).
+from contexts.kernel.local_secrets import SECRETS_DIR, embedded_secret
+
 PG_SYSTEM_USER = "embedded_postgres"  # postgres refuses to run as root
 PG_DATABASE = "contexts"
 PG_SUPERUSER = "postgres"  # initdb's bootstrap superuser: provisioning only, never the app
 PG_OWNER_ROLE = "contexts_owner"  # owns the schema; migrations, backups, restores
 PG_APP_ROLE = "contexts_app"  # what the application connects as (contexts.stack.db_roles)
-SECRETS_DIR = "secrets"  # under the var dir: one ``<name>.password`` file per credential
 # First line of the pg_hba.conf we write: a cluster without it still trusts local users (an
 # earlier `make run`), and gets a superuser password before its next start.
 HBA_MARKER = "# contexts: every connection needs a password"
@@ -47,32 +48,6 @@ AOF_FILE = "appendonly.aof"  # the embedded Redis's append-only file, in its dat
 
 class EmbeddedServiceError(RuntimeError):
     """A service could not be started or stopped; the message says why and what to do."""
-
-
-def local_secret(path: Path) -> str:
-    """A random password generated once into ``path`` (0600, in a 0700 directory) and reused.
-
-    Written beside and then hard-linked into place: two processes starting at once never read
-    half a file, and the first one's password wins."""
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.parent.chmod(0o700)
-        draft = path.with_name(f".{path.name}.{os.getpid()}")
-        fd = os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as file:
-            file.write(secrets.token_urlsafe(32))  # URL-safe: goes into service URLs as is
-        try:
-            os.link(draft, path)
-        except FileExistsError:
-            pass
-        finally:
-            draft.unlink()
-    return path.read_text().strip()
-
-
-def embedded_secret(var_dir: Path, name: str) -> str:
-    """The password ``name`` of the embedded services under ``var_dir`` (see SECRETS_DIR)."""
-    return local_secret(Path(var_dir) / SECRETS_DIR / f"{name}.password")
 
 
 def _package_dir(name: str) -> Path:

@@ -25,6 +25,7 @@ with warnings.catch_warnings():
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from contexts.kernel import local_secrets
 from contexts.kernel.logfilters import redact_every_handler
 
 
@@ -69,6 +70,9 @@ class UvicornWorker(_UvicornWorker):
         follower.start_in_background()
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
+        # Made in gunicorn's master, which reads the settings here, before it forks the web
+        # processes: the secrets they read must exist first (contexts/kernel/local_secrets.py).
+        local_secrets.prepare()
         # Applied after gunicorn's settings, so --forwarded-allow-ips or FORWARDED_ALLOW_IPS
         # cannot widen it by accident. An empty list trusts no peer.
         self.CONFIG_KWARGS = {**_UvicornWorker.CONFIG_KWARGS,

@@ -459,13 +459,23 @@ PRINT_SETTINGS = ("import json; from contexts import settings as s; print(json.d
                   "'redis': s.CACHES['default']['LOCATION'], 'broker': s.CELERY_BROKER_URL}))")
 
 
-def settings_in(env: dict[str, str], tmp_path: Path) -> subprocess.CompletedProcess:
+def settings_in(env: dict[str, str], tmp_path: Path, *,
+                started: bool = False) -> subprocess.CompletedProcess:
+    """The settings a process reads with ``env``: imported (``started`` off), or in a process
+    started as ``manage.py`` starts one — the secrets of a one-machine run generated, an invalid
+    configuration refused (contexts/stack/cli.py)."""
     clean = {k: v for k, v in os.environ.items()
              if not k.startswith(("SECRET_KEY", "DATABASE_URL", "REDIS_URL", "CONTEXTS_",
                                   "DEBUG"))}
-    return subprocess.run([sys.executable, "-c", PRINT_SETTINGS], cwd=ROOT, text=True,
+    command = ["manage.py", "shell", "-c", PRINT_SETTINGS] if started else ["-c", PRINT_SETTINGS]
+    return subprocess.run([sys.executable, *command], cwd=ROOT, text=True,
                           capture_output=True, timeout=60,
-                          env={**clean, "CONTEXTS_VAR_DIR": str(tmp_path / "var"), **env})
+                          env={**clean, "CONTEXTS_VAR_DIR": str(tmp_path / "var"),
+                               "CONTEXTS_RUN_SETTINGS": "off", **env})
+
+
+def printed(result: subprocess.CompletedProcess) -> dict:
+    return json.loads(result.stdout.strip().splitlines()[-1])
 
 
 def test_secrets_and_service_urls_are_read_from_the_environment(tmp_path):
@@ -485,26 +495,31 @@ def test_secrets_and_service_urls_are_read_from_the_environment(tmp_path):
 
 
 def test_without_a_production_flag_a_missing_key_is_random_and_kept_private(tmp_path):
-    first = json.loads(settings_in({}, tmp_path).stdout)["secret"]
-    again = json.loads(settings_in({}, tmp_path).stdout)["secret"]
-    elsewhere = json.loads(settings_in({}, tmp_path / "other").stdout)["secret"]
+    first = printed(settings_in({}, tmp_path, started=True))["secret"]
+    again = printed(settings_in({}, tmp_path, started=True))["secret"]
+    elsewhere = printed(settings_in({}, tmp_path / "other", started=True))["secret"]
     assert len(first) >= 50 and first == again != elsewhere
     assert (tmp_path / "var" / "secret_key").stat().st_mode & 0o077 == 0
+    # Only a start generates it: importing the settings reads what is there.
+    assert printed(settings_in({}, tmp_path / "imported"))["secret"] == ""
+    assert not (tmp_path / "imported").exists()
 
 
 @pytest.mark.parametrize("env", [{}, {"SECRET_KEY": "change-me-to-a-long-random-string"}],
                          ids=["missing", "compose placeholder"])
 def test_in_production_a_missing_or_placeholder_key_stops_the_start(tmp_path, env):
-    result = settings_in({"CONTEXTS_PRODUCTION": "true", **env}, tmp_path)
+    result = settings_in({"CONTEXTS_PRODUCTION": "true", **env}, tmp_path, started=True)
     assert result.returncode != 0
-    assert "ImproperlyConfigured" in result.stderr and "SECRET_KEY" in result.stderr
+    assert "the configuration has" in result.stderr and "SECRET_KEY: must be set" in result.stderr
     assert not (tmp_path / "var" / "secret_key").exists()  # nothing generated in its place
-    ok = settings_in({"CONTEXTS_PRODUCTION": "true", "SECRET_KEY": "k" * 60}, tmp_path)
-    assert ok.returncode == 0 and json.loads(ok.stdout)["secret"] == "k" * 60
+    ok = settings_in({"CONTEXTS_PRODUCTION": "true", "SECRET_KEY": "k" * 60}, tmp_path,
+                     started=True)
+    assert ok.returncode == 0, ok.stderr
+    assert printed(ok)["secret"] == "k" * 60
 
 
 def test_a_web_thread_pool_of_none_stops_the_start_naming_the_setting(tmp_path):
-    result = settings_in({"CONTEXTS_WEB_THREADS": "0"}, tmp_path)
+    result = settings_in({"CONTEXTS_WEB_THREADS": "0"}, tmp_path, started=True)
     assert result.returncode != 0
-    assert "ImproperlyConfigured" in result.stderr and "CONTEXTS_WEB_THREADS" in result.stderr
-    assert settings_in({"CONTEXTS_WEB_THREADS": "2"}, tmp_path).returncode == 0
+    assert "CONTEXTS_WEB_THREADS: must be at least 1, not 0" in result.stderr
+    assert settings_in({"CONTEXTS_WEB_THREADS": "2"}, tmp_path, started=True).returncode == 0

@@ -101,13 +101,15 @@ PRINT_URLS = ("import json; from django.conf import settings as s; print(json.du
 def test_the_embedded_configuration_connects_as_the_application_role(tmp_path):
     clean = {k: v for k, v in os.environ.items()
              if not k.startswith(("DATABASE_", "REDIS_URL", "CONTEXTS_"))}
+    # Started as `manage.py` starts a process: the passwords are generated first
+    # (contexts/kernel/local_secrets.py), then the settings read them.
     result = subprocess.run(
-        [sys.executable, "-c", "import django; django.setup(); " + PRINT_URLS], cwd=ROOT,
+        [sys.executable, "manage.py", "shell", "-c", PRINT_URLS], cwd=ROOT,
         env={**clean, "DJANGO_SETTINGS_MODULE": "contexts.settings",
-             "CONTEXTS_VAR_DIR": str(tmp_path / "var")},
+             "CONTEXTS_VAR_DIR": str(tmp_path / "var"), "CONTEXTS_RUN_SETTINGS": "off"},
         capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
-    values = json.loads(result.stdout)
+    values = json.loads(result.stdout.strip().splitlines()[-1])
     secrets = tmp_path / "var" / "secrets"
     assert values["db"]["USER"] == PG_APP_ROLE
     assert values["db"]["PASSWORD"] == (secrets / "postgres_app.password").read_text().strip()
@@ -202,10 +204,11 @@ def test_production_refuses_the_compose_files_placeholder_passwords(tmp_path):
     env = {**clean, "CONTEXTS_PRODUCTION": "true", "CONTEXTS_VAR_DIR": str(tmp_path),
            "SECRET_KEY": "k" * 60, "REDIS_URL": "redis://:a-real-one@redis:6379/0",
            "DATABASE_URL": "postgres://contexts_app:change-me-app@db:5432/contexts"}
-    result = subprocess.run([sys.executable, "-c", "import contexts.settings"], cwd=ROOT,
-                            env=env, capture_output=True, text=True, timeout=60)
-    assert result.returncode != 0 and "DATABASE_URL still holds" in result.stderr
+    start = [sys.executable, "manage.py", "shell", "-c", "pass"]  # refused before it runs
+    result = subprocess.run(start, cwd=ROOT, env=env, capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode != 0 and "DATABASE_URL: still holds" in result.stderr
     env["DATABASE_URL"] = f"postgres://contexts_app:{REAL_LOOKING}@db:5432/contexts"
-    result = subprocess.run([sys.executable, "-c", "import contexts.settings"], cwd=ROOT,
-                            env=env, capture_output=True, text=True, timeout=60)
+    result = subprocess.run(start, cwd=ROOT, env=env, capture_output=True, text=True,
+                            timeout=60)
     assert result.returncode == 0, result.stderr

@@ -1,6 +1,6 @@
-"""Single sign-on is configured entirely from the environment (a fresh process reads it):
-the secret and the mapping may come from files, and a configuration that cannot work stops the
-start with a message naming the variable."""
+"""Single sign-on is configured entirely from the environment (a fresh process reads it, started
+as ``manage.py`` starts one): the secret and the mapping may come from files, and a
+configuration that cannot work stops the start with a message naming the variable."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-PRINT = ("import django, json; django.setup(); from django.conf import settings as s; "
+PRINT = ("import json; from django.conf import settings as s; "
          "print(json.dumps([s.OIDC_ENABLED, s.OIDC_DISCOVERY_URL, s.OIDC_CLIENT_SECRET, "
          "s.OIDC_GROUP_MAPPING, s.OIDC_ALLOWED_DOMAINS, s.LOCAL_LOGIN_ENABLED, "
          "s.CELERY_BEAT_SCHEDULE['sso-recheck']]))")
@@ -21,8 +21,8 @@ PRINT = ("import django, json; django.setup(); from django.conf import settings 
 def _settings(env: dict[str, str]) -> subprocess.CompletedProcess:
     base = {k: v for k, v in os.environ.items() if not k.startswith("OIDC_")
             and k != "CONTEXTS_LOCAL_LOGIN"}
-    return subprocess.run([sys.executable, "-c", PRINT], cwd=ROOT, text=True,
-                          capture_output=True, timeout=120,
+    return subprocess.run([sys.executable, "manage.py", "shell", "-c", PRINT], cwd=ROOT,
+                          text=True, capture_output=True, timeout=120,
                           env={**base, "DJANGO_SETTINGS_MODULE": "contexts.settings", **env})
 
 
@@ -58,14 +58,14 @@ def test_sso_is_off_without_a_provider():
 def test_switching_passwords_off_needs_a_provider():
     result = _settings({"CONTEXTS_LOCAL_LOGIN": "0"})
     assert result.returncode != 0
-    assert "CONTEXTS_LOCAL_LOGIN=0 needs single sign-on" in result.stderr
+    assert "CONTEXTS_LOCAL_LOGIN: off (0) needs single sign-on" in result.stderr
 
 
 def test_a_recheck_interval_below_a_minute_is_refused():
     result = _settings({"OIDC_ISSUER": "https://id.example.com", "OIDC_CLIENT_ID": "c",
                         "OIDC_RECHECK_SECONDS": "5"})
     assert result.returncode != 0
-    assert "OIDC_RECHECK_SECONDS must be at least 60, not 5" in result.stderr
+    assert "OIDC_RECHECK_SECONDS: must be at least 60, not 5" in result.stderr
 
 
 def test_a_mistake_in_the_group_mapping_stops_the_start():
