@@ -5,8 +5,9 @@ from contexts.config.schema import BOOL, INT, TEXT, Area, Setting
 AREA = Area("Database", "PostgreSQL with pgvector: embedded on this machine unless "
             "DATABASE_URL names another.", (
     Setting("DATABASE_URL", TEXT, "",
-            "An external PostgreSQL (`postgres://user:password@host:port/name`), whose role "
-            "should be the unprivileged application role; set, no PostgreSQL is embedded.",
+            "An external PostgreSQL (a `postgres://` URL with role, password, host and database), "
+            "whose role should be the unprivileged application role; set, no PostgreSQL is "
+            "embedded.",
             secret=True, shown_default="the embedded PostgreSQL on "
                                        "`127.0.0.1:$CONTEXTS_PG_PORT` as `contexts_app`"),
     Setting("DATABASE_OWNER_URL", TEXT, "",
