@@ -92,7 +92,7 @@ def inbox(request: HttpRequest) -> HttpResponse:
                    .select_related("fragment__org", "fragment__scope", "owner"))
     escalated = open_nudges.filter(state=NudgeState.ESCALATED).exclude(owner=user)
     mine = (seen.fragments().filter(owner=user, status=FragmentStatus.ACTIVE)
-            .select_related("scope", "org").order_by("verified_at", "last_edited_at"))
+            .select_related("scope", "org").order_by("verified_at", "last_edited_at", "pk"))
     return render(request, "console/inbox.html", {
         **org_context(request, remembered_org(request), "inbox"),
         "nudges": _with_members(open_nudges.filter(owner=user), user),

@@ -41,7 +41,9 @@ def _page(request: HttpRequest, org: Organization, *, upload_form=None, path_for
     seen = visible(request)
     scopes = curatable_scopes(request, org)
     may_register_paths = server_paths.may_register_paths(request.user)
-    jobs = paginate(request, seen.jobs().filter(org=org).select_related("scope", "created_by"))
+    # A total order (jobs queued in one instant tie on created_at): each page a different slice.
+    jobs = paginate(request, seen.jobs().filter(org=org).select_related("scope", "created_by")
+                    .order_by("-created_at", "-pk"))
     return render(request, "console/ingest.html", {
         **org_context(request, org, "ingest"), "jobs": jobs, "scopes": scopes,
         "upload_form": upload_form or UploadForm(scopes=scopes),

@@ -27,7 +27,8 @@ def traces(request: HttpRequest, slug: str) -> HttpResponse:
     org = get_org(request, slug)
     seen = visible(request)
     scopes = list(seen.scopes().filter(org=org).order_by("kind", "label"))
-    queryset = seen.traces().filter(org=org).select_related("token", "user")
+    queryset = (seen.traces().filter(org=org).select_related("token", "user")
+                .order_by("-created_at", "-pk"))  # a total order: pages never overlap
     # Only tokens whose traces this user may read: the organization's token list is for its
     # administrators (the tokens page), not for a viewer of one repository.
     tokens = list(ApiToken.objects.filter(pk__in=queryset.values("token_id")).order_by("name"))
