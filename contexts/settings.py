@@ -482,6 +482,9 @@ INGEST_EMBED_BATCH_CHUNKS = env("CONTEXTS_INGEST_BATCH")
 # A path job of more files than this runs in the bulk lane, behind other long work; smaller
 # ones and uploads in the interactive lane (contexts/ingestion/lanes.py).
 INGEST_INTERACTIVE_MAX_FILES = env("CONTEXTS_INGEST_INTERACTIVE_MAX_FILES")
+# A queued job or sync whose repository another run is ingesting goes back to its queue for
+# this many seconds instead of holding its worker (contexts/tasks.py).
+INGEST_BUSY_RETRY_SECONDS = env("CONTEXTS_INGEST_BUSY_RETRY_SECONDS")
 # Git sources (docs/sources.md): how long one git fetch, log or read may take, and how often
 # beat looks for sources whose next sync is due.
 SOURCE_GIT_TIMEOUT_SECONDS = env("CONTEXTS_SOURCE_GIT_TIMEOUT_SECONDS")

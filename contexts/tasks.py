@@ -10,9 +10,8 @@ queue the rest.
 
 from __future__ import annotations
 
-import time
-
 from celery import shared_task
+from django.conf import settings
 from django.utils import timezone
 
 from accounts.models import Organization, Repository, ScopeKind
@@ -29,13 +28,15 @@ from contexts.services import job_leases, traces, uploads, usage
 RETRY = {"autoretry_for": (IndexLockBusy,), "retry_backoff": 1, "retry_backoff_max": 30,
          "max_retries": 8}
 # A queued job or sync whose repository another run is ingesting (the demo, a long job) goes
-# back to its queue for this long instead of waiting in the worker: the lane's one process
-# stays free for the next person's upload or sync into another scope.
-TARGET_BUSY_RETRY_SECONDS = 10
+# back to its queue for settings.INGEST_BUSY_RETRY_SECONDS instead of waiting in the worker:
+# the lane's one process stays free for the next person's upload or sync into another scope.
+# Celery reads max_retries=None in retry() as "the task's default" (8 for these), not "no
+# limit": a day of deferrals, then the job reaper republishes it (measured: the demo outlasted 8).
+BUSY_DEFERRAL_SECONDS = 24 * 3600
 
 
 @shared_task(bind=True, acks_late=True, reject_on_worker_lost=True, **RETRY)
-def ingest(self, job_id: int, deferred_since: float | None = None) -> dict | None:
+def ingest(self, job_id: int, deferred: bool = False) -> dict | None:
     queued = (IngestionJob.objects.filter(pk=job_id, state=JobState.QUEUED)
               .select_related("scope").first())
     repository = None
@@ -46,18 +47,19 @@ def ingest(self, job_id: int, deferred_since: float | None = None) -> dict | Non
         if target_lock.is_busy(queued.org_id, repository):
             # Stamped, so the reaper sees a job that is looked after, not a lost message.
             IngestionJob.objects.filter(pk=job_id).update(heartbeat_at=timezone.now())
-            raise self.retry(countdown=TARGET_BUSY_RETRY_SECONDS, max_retries=None, kwargs={
-                "deferred_since": deferred_since or time.time()})
+            raise self.retry(kwargs={"deferred": True}, **_busy_retry())
     job = run_job(job_id)
-    if job is not None and job.state == JobState.DONE and deferred_since is not None:
-        _note_waited(job, repository is not None, time.time() - deferred_since)
+    if job is not None and job.state == JobState.DONE and deferred and job.started_at:
+        _note_waited(job, repository is not None,
+                     (job.started_at - job.created_at).total_seconds())
     if job is not None:
         after_bulk_write(job.org_id, job_changed_fragments(job))
     return None if job is None else {"job": job.public_id, "state": job.state}
 
 
 def _note_waited(job: IngestionJob, in_repository: bool, seconds: float) -> None:
-    """Say on the job how long it stood aside, as a run that waited for the lock says it."""
+    """Say on the job how long it stood aside (queued to started), as a run that waited for
+    the lock says it."""
     note = {"path": "", "reason": (f"waited {seconds:.1f} s for another ingestion into the "
                                    f"same {'repository' if in_repository else 'organization'}"
                                    " to finish (back in its queue meanwhile)")}
@@ -69,7 +71,12 @@ def _defer_while_busy(task, org_id: int, repository_id: int | None) -> None:
     """Put the message back in its queue (same lane, same task id) while another run holds
     the target's documents (``contexts.ingestion.target_lock``); it runs once they are free."""
     if target_lock.is_busy(org_id, repository_id):
-        raise task.retry(countdown=TARGET_BUSY_RETRY_SECONDS, max_retries=None)
+        raise task.retry(**_busy_retry())
+
+
+def _busy_retry() -> dict:
+    pause = max(settings.INGEST_BUSY_RETRY_SECONDS, 1)
+    return {"countdown": pause, "max_retries": BUSY_DEFERRAL_SECONDS // pause}
 
 
 def job_changed_fragments(job: IngestionJob) -> int:

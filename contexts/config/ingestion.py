@@ -14,6 +14,9 @@ AREA = Area("Ingestion, export and import", "What an ingestion reads, and the bo
     Setting("CONTEXTS_INGEST_INTERACTIVE_MAX_FILES", INT, 50,
             "A path job of more files than this runs in the bulk lane, behind other long work; "
             "smaller ones and uploads run in the interactive lane.", minimum=0),
+    Setting("CONTEXTS_INGEST_BUSY_RETRY_SECONDS", INT, 10,
+            "A queued job or git sync whose repository another run is ingesting goes back to "
+            "its queue for this many seconds instead of holding its worker.", minimum=1),
     Setting("CONTEXTS_SOURCE_GIT_TIMEOUT_SECONDS", INT, 300,
             "How long one git fetch, log or read of a git source may take."),
     Setting("CONTEXTS_SOURCE_POLL_SECONDS", INT, 60,

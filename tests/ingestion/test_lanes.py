@@ -183,10 +183,18 @@ def test_an_upload_into_a_busy_repository_steps_aside_for_the_next_one(cast, ser
             scope=cast.repo.scope, files=[SimpleUploadedFile("a.md", b"# A\n\nalpha one\n")]))
         elsewhere = ingestion.submit(SYSTEM, ingestion.SubmitSource(
             scope=cast.org.scope, files=[SimpleUploadedFile("b.md", b"# B\n\nbeta two\n")]))
-        worker = start_worker(services, name="interactive", queues="interactive,celery")
+        worker = start_worker(services, name="busy", queues="interactive,celery",
+                              extra_env={"CONTEXTS_INGEST_BUSY_RETRY_SECONDS": "1"})
         assert _wait_state(elsewhere, 240) == JobState.DONE
         into_busy.refresh_from_db()
         assert into_busy.state == JobState.QUEUED   # stepped aside, not holding the worker
+        # More deferrals than Celery's default retry limit (8): a long run outlasts it.
+        log = services.root / "worker-busy.log"
+        deadline = time.monotonic() + 120
+        while log.read_text().count("retry: Retry in 1s") < 10:
+            assert time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(0.5)
+        assert "MaxRetriesExceeded" not in log.read_text()
         with connection.cursor() as cursor:         # the long run ends
             cursor.execute("SELECT pg_advisory_unlock(%s, %s)", list(key))
         assert _wait_state(into_busy, 120) == JobState.DONE
