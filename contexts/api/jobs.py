@@ -19,6 +19,7 @@ from accounts.scopes import readable_scopes
 from contexts.api.schema import AUTH, BODY, errors
 from contexts.ingestion.archives import looks_like_zip
 from contexts.ingestion.sources import INGESTIBLE_SUFFIXES
+from contexts.kernel.sizes import byte_size
 from contexts.models import IngestionJob
 from contexts.protocol.validation import StrictSerializer
 from contexts.usecases import ingestion
@@ -80,7 +81,7 @@ class UploadSerializer(StrictSerializer):
                                       "zip of documentation)")
             limit = settings.ARCHIVE_MAX_BYTES if archive else settings.INGEST_MAX_FILE_BYTES
             if upload.size > limit:
-                raise ValidationError(f"{name}: larger than {limit} bytes")
+                raise ValidationError(f"{name}: larger than {byte_size(limit)}")
         return files
 
 

@@ -20,13 +20,27 @@ from contexts.usecases.personas import (
 ROLE_CHOICES = [(value, label) for value, label in Role.choices]
 
 
-class AddMemberForm(ConsoleForm):
+class _OnePageForm(ConsoleForm):
+    """A form that shares its page with another of the same fields (Members: both have a
+    ``role``): its element ids carry ``ID_PREFIX`` so that each is unique on the page; the
+    field names, which the views read, stay as they are."""
+
+    ID_PREFIX = "id"
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("auto_id", f"{self.ID_PREFIX}_%s")
+        super().__init__(*args, **kwargs)
+
+
+class AddMemberForm(_OnePageForm):
+    ID_PREFIX = "invite"
     identifier = forms.CharField(label="Username or e-mail", max_length=254,
                                  help_text="an account that already exists")
     role = forms.ChoiceField(choices=ROLE_CHOICES, initial=Role.VIEWER)
 
 
-class CreateMemberForm(ConsoleForm):
+class CreateMemberForm(_OnePageForm):
+    ID_PREFIX = "create"
     username = forms.CharField(max_length=150)
     email = forms.EmailField(label="E-mail", max_length=254)
     role = forms.ChoiceField(choices=ROLE_CHOICES, initial=Role.VIEWER)

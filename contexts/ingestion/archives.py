@@ -25,6 +25,8 @@ from pathlib import PurePosixPath
 
 from django.conf import settings
 
+from contexts.kernel.sizes import byte_size
+
 # Below these sizes a high ratio is harmless (a short run of spaces compresses 500x) and says
 # nothing about a bomb; above them it is the bomb's signature.
 RATIO_MEMBER_FLOOR = 64 * 1024
@@ -124,7 +126,7 @@ def open_archive(raw: bytes, *, limits: Limits | None = None) -> Archive:
     it opened; :class:`ArchiveRefused` otherwise. Reads no member."""
     limits = limits or Limits.from_settings()
     if len(raw) > limits.max_bytes:
-        raise TooLarge(f"archive larger than {limits.max_bytes} bytes")
+        raise TooLarge(f"archive larger than {byte_size(limits.max_bytes)}")
     # zipfile finds an end-of-directory record anywhere in the last 64 KiB, so a text file with
     # "PK\5\6" in its tail would pass for one; a real zip starts with a local header (or is
     # the empty archive).
@@ -154,7 +156,7 @@ def open_archive(raw: bytes, *, limits: Limits | None = None) -> Archive:
             continue
         total += info.file_size
         if total > limits.max_bytes:
-            raise TooLarge(f"members larger than {limits.max_bytes} bytes uncompressed")
+            raise TooLarge(f"members larger than {byte_size(limits.max_bytes)} uncompressed")
         if (info.file_size > RATIO_MEMBER_FLOOR
                 and info.file_size > limits.max_ratio * max(info.compress_size, 1)):
             raise CompressionRatio(

@@ -42,6 +42,7 @@ from contexts.ingestion.archives import Archive, ArchiveRefused, looks_like_zip,
 from contexts.ingestion.html_markdown import html_to_markdown
 from contexts.ingestion.normalize import split_front_matter
 from contexts.ingestion.sources import Skipped, SourceFile, checked, from_uploads, ingestible
+from contexts.kernel.sizes import size_over
 
 CONFLUENCE, NOTION, PLAIN = "confluence", "notion", "plain"
 LAYOUT_NAMES = {CONFLUENCE: "Confluence space export", NOTION: "Notion export",
@@ -110,7 +111,7 @@ def plan(archive: Archive, *, max_bytes: int) -> Plan:
     for page in pages:
         if sizes[page.member] > max_bytes:
             skipped.append(Skipped(page.member,
-                                   f"too large: {sizes[page.member]} bytes > limit {max_bytes}"))
+                                   f"too large: {size_over(sizes[page.member], max_bytes)}"))
         else:
             kept.append(page)
     return Plan(layout, kept, skipped)

@@ -21,7 +21,8 @@ from contexts.ingestion.git_tree import GitListingFailed
 from contexts.ingestion.pipeline import Ingestor, Stats, Target
 from contexts.ingestion.policy import PolicyError
 from contexts.ingestion.sources import Skipped, SourceFile, walk
-from contexts.models import IngestionJob, JobState
+from contexts.models import Fragment, IngestionJob, JobState
+from contexts.models.jobs import FRAGMENT_IDS_KEPT
 from contexts.services import db_retry, job_leases, uploads
 from contexts.services.job_leases import JOB_LOCK_SPACE
 
@@ -209,7 +210,8 @@ def _run_job_locked(job_id: int, *, resumed: bool = False) -> IngestionJob | Non
         _finished(job)
         raise
     IngestionJob.objects.filter(pk=job_id).update(
-        state=JobState.DONE, finished_at=timezone.now(), **_counters(stats))
+        state=JobState.DONE, finished_at=timezone.now(), fragment_ids=_fragment_ids(stats),
+        **_counters(stats))
     _finished(job)
     job.refresh_from_db()
     job.stats = stats  # for callers that report chunk statistics
@@ -260,6 +262,16 @@ def _check_source(job: IngestionJob) -> None:
                     if job.source.startswith("/") else ""))
     elif server_paths.is_protected(Path(job.source)):
         raise server_paths.PathRefused(server_paths.PROTECTED)
+
+
+def _fragment_ids(stats: Stats) -> dict[str, list[str]]:
+    """The public ids of what the job created and updated, each once, in the order written
+    (at most ``FRAGMENT_IDS_KEPT`` of each; a bulk ingest's counters say how many in all)."""
+    wanted = {kind: list(dict.fromkeys(pk for pk in pks if pk is not None))[:FRAGMENT_IDS_KEPT]
+              for kind, pks in (("created", stats.created_ids), ("updated", stats.updated_ids))}
+    public = dict(Fragment.objects.filter(pk__in=[pk for pks in wanted.values() for pk in pks])
+                  .values_list("pk", "public_id"))
+    return {kind: [public[pk] for pk in pks if pk in public] for kind, pks in wanted.items()}
 
 
 def _counters(stats: Stats) -> dict:

@@ -26,6 +26,7 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import PermissionDenied
 
+from contexts.kernel.sizes import byte_size, size_over
 from contexts.services.errors import InvalidOperation
 
 NOT_UNDER_A_ROOT = ("server paths can be ingested only from under the directories the operator "
@@ -120,8 +121,8 @@ def read_beneath(root: Path, file: Path, max_bytes: int) -> bytes:
         if not stat.S_ISREG(info.st_mode):
             raise Unsafe("not a regular file")
         if info.st_size > max_bytes:
-            raise ValueError(f"too large: {info.st_size} bytes > limit {max_bytes}")
+            raise ValueError(f"too large: {size_over(info.st_size, max_bytes)}")
         data = handle.read(max_bytes + 1)  # it may have grown since fstat
         if len(data) > max_bytes:
-            raise ValueError(f"too large: over {max_bytes} bytes")
+            raise ValueError(f"too large: over {byte_size(max_bytes)}")
         return data

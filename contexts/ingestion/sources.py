@@ -24,6 +24,7 @@ from contexts.ingestion import git_tree, policy
 from contexts.ingestion.normalize import generated_reason, is_probably_binary
 from contexts.ingestion.policy import Policy
 from contexts.ingestion.server_paths import Unsafe, is_protected, read_beneath
+from contexts.kernel.sizes import size_over
 
 SKIP_DIRS = frozenset({
     ".git", ".hg", ".svn", "node_modules", "vendor", "third_party", "third-party", ".venv",
@@ -348,7 +349,7 @@ def from_tree(paths: Iterable[str], *, sizes: Mapping[str, int],
                 yield verdict
             continue
         if sizes[item] > max_bytes:
-            yield Skipped(item, f"too large: {sizes[item]} bytes > limit {max_bytes}")
+            yield Skipped(item, f"too large: {size_over(sizes[item], max_bytes)}")
             continue
         wanted.append((item, verdict))
     batch: list[tuple[str, policy.Verdict]] = []
@@ -371,7 +372,7 @@ def from_uploads(files: Iterable[tuple[str, bytes]], *,
         if not ingestible(name):
             yield Skipped(name, "not a format Contexts ingests")
         elif len(raw) > max_bytes:
-            yield Skipped(name, f"too large: {len(raw)} bytes > limit {max_bytes}")
+            yield Skipped(name, f"too large: {size_over(len(raw), max_bytes)}")
         else:
             yield checked(SourceFile(name, raw))
 

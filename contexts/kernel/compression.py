@@ -17,13 +17,22 @@ from contexts.kernel.tokens import count_tokens
 BLANK_RUNS = re.compile(r"\n{3,}")
 
 
-def compress(body: str, heading_path: Sequence[str]) -> str:
+def split_header(body: str, heading_path: Sequence[str]) -> tuple[str, str]:
+    """(the boilerplate first line with the blank lines after it, the rest): ``("", body)``
+    when the body has no such line, or nothing after it. The console's editor shows the rest
+    only and puts the line back on save."""
     first, _, rest = body.partition("\n")
     breadcrumb = " > ".join(heading_path)
     is_header = (first.startswith(("# ", "// ", "-- ")) and " · " in first) or (
         breadcrumb and first.strip() == breadcrumb)
-    text = rest.lstrip("\n") if is_header and rest.strip() else body
-    return BLANK_RUNS.sub("\n\n", text).strip()
+    if not is_header or not rest.strip():
+        return "", body
+    text = rest.lstrip("\n")
+    return body[:len(body) - len(text)], text
+
+
+def compress(body: str, heading_path: Sequence[str]) -> str:
+    return BLANK_RUNS.sub("\n\n", split_header(body, heading_path)[1]).strip()
 
 
 def packed_tokens(body: str, heading_path: Sequence[str]) -> int:

@@ -16,6 +16,11 @@ class JobState(models.TextChoices):
     FAILED = "failed", "failed"
 
 
+# How many created (and updated) fragments a job remembers by id; the counters say how many
+# there were in all.
+FRAGMENT_IDS_KEPT = 200
+
+
 class IngestionJob(PublicIdModel):
     """One run of the ingestion pipeline over a directory or a set of uploaded files.
 
@@ -56,6 +61,9 @@ class IngestionJob(PublicIdModel):
     skipped = models.JSONField(default=list, blank=True)
     # Files ingested, but not quite as written (e.g. an owner in front matter not honoured).
     warnings = models.JSONField(default=list, blank=True)
+    # The public ids of the fragments the job created and updated ({"created": [...],
+    # "updated": [...]}, at most FRAGMENT_IDS_KEPT each): the job page links them.
+    fragment_ids = models.JSONField(default=dict, blank=True)
     attempts = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(default=timezone.now)
     started_at = models.DateTimeField(null=True, blank=True)

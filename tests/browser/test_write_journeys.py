@@ -83,7 +83,10 @@ def test_a_retired_fragment_is_restored_in_the_browser(cast, world, login, api, 
     # Retired: nothing to pin, Restore instead.
     assert page.get_by_role("button", name="Pin here").count() == 0
 
-    page.get_by_role("button", name="Restore").click()
+    # Restoring asks why (issue 40, item 8): the reason goes to the audit trail.
+    page.locator("#fragment-content details.restore summary").click()
+    page.get_by_label("Why restore it?").fill("the retirement was a mistake")
+    page.get_by_role("button", name="Restore", exact=True).click()
     page.locator("#fragment-content").get_by_role("button", name="Retire").wait_for()
     assert page.locator("#fragment-content .badge.status").count() == 0
     # The details and the audit trail follow in place: active again, retired then restored.
@@ -92,5 +95,6 @@ def test_a_retired_fragment_is_restored_in_the_browser(cast, world, login, api, 
     assert "Status active" in " ".join(page.locator("#fragment-meta").inner_text().split())
     page.screenshot(path=screenshots / "fragment-restored.png", full_page=True)
     assert Fragment.objects.get(public_id=fid).status == "active"
-    assert AuditEvent.objects.filter(action="fragment.restore", object_id=fid).exists()
+    assert AuditEvent.objects.get(action="fragment.restore", object_id=fid).after["reason"] == (
+        "the retirement was a mistake")
     assert fid in [f["id"] for f in retrieve(api, raw, query, scope)]

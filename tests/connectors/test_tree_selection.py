@@ -32,7 +32,7 @@ def test_a_trees_files_pass_the_walks_rules_and_are_read_in_batches():
     skipped = {i.path: i.reason for i in items if isinstance(i, Skipped)}
     assert set(files) == {"README.md", "docs/guide.md", "tests/test_app.py"}
     assert files["tests/test_app.py"].kind == "test"
-    assert skipped == {"docs/big.md": "too large: 508 bytes > limit 400",
+    assert skipped == {"docs/big.md": "too large: 508 bytes > limit 400 bytes",
                        "tests/fixtures/": policy.FIXTURE, "node_modules/": "vendored, build "
                        "or tool directory", "package-lock.json": policy.LOCK_FILE,
                        "logo.md": "binary content"}

@@ -118,7 +118,12 @@ def test_a_retired_fragment_is_restored_from_its_page(cast, notes):
     fid = notes.limiter.public_id
     client.post(f"/fragments/{fid}/retire", {"partial": "content"}, **HTMX)
     page = client.get(f"/fragments/{fid}/").content.decode()
-    assert 'hx-confirm="Restore this fragment?' in page and ">Retire<" not in page
+    assert 'name="reason"' in page.split("fragment-restore")[-1] and ">Retire<" not in page
+    # without a reason: refused, naming the field, and nothing restored
+    refused = client.post(f"/fragments/{fid}/restore", {"partial": "content"}, **HTMX)
+    assert refused.status_code == 400 and b"reason" in refused.content
+    notes.limiter.refresh_from_db()
+    assert notes.limiter.status == "retired"
     restored = client.post(f"/fragments/{fid}/restore",
                            {"partial": "content", "reason": "still true"}, **HTMX)
     assert restored.status_code == 200 and ">Retire<" in restored.content.decode()

@@ -17,10 +17,15 @@ from contexts.console.markup import diff_lines, render_fragment_body
 from contexts.console.querysets import OPEN_NUDGE_STATES, Visible, visible
 from contexts.console.rendering import htmx_partial, navigate, render_page, safe_next
 from contexts.console.views.common import get_fragment, org_context
+from contexts.kernel.compression import split_header
 from contexts.models import Fragment, FragmentVersion, Pin, Source
 from contexts.models.governance import NudgeAnswer
 from contexts.services.errors import EditConflict, InvalidOperation
 from contexts.usecases import curation, nudges
+
+# A fragment's pages (detail, editor, diff) are reached from search, lists, the inbox and
+# review alike: no navigation item is theirs, so none is marked current.
+FRAGMENT_PAGES = ""
 
 CONTENT_TARGET = "fragment-content"
 
@@ -95,7 +100,7 @@ def panels_context(seen: Visible, fragment: Fragment) -> dict:
 def _detail_context(request: HttpRequest, seen: Visible, fragment: Fragment) -> dict:
     visible_fragments = seen.fragments()
     return {
-        **org_context(request, fragment.org, "overview"),
+        **org_context(request, fragment.org, FRAGMENT_PAGES),
         **content_context(request, fragment),
         **history_context(fragment),
         **panels_context(seen, fragment),
@@ -144,14 +149,14 @@ def fragment_diff(request: HttpRequest, fragment_id: str) -> HttpResponse:
     form = DiffForm(request.GET)
     a = form.cleaned_data["a"] if form.is_valid() else None
     b = form.cleaned_data["b"] if form.is_valid() else None
-    context = {**org_context(request, fragment.org, "overview"),
+    context = {**org_context(request, fragment.org, FRAGMENT_PAGES),
                **history_context(fragment, a, b)}
     return render_page(request, "console/fragment_diff.html", "htmx/diff.html", context)
 
 
 def _edit_response(request: HttpRequest, fragment: Fragment, form: EditForm, *,
                    conflict: EditConflict | None = None, status: int = 200) -> HttpResponse:
-    context = {**org_context(request, fragment.org, "overview"), "fragment": fragment,
+    context = {**org_context(request, fragment.org, FRAGMENT_PAGES), "fragment": fragment,
                "form": form, "conflict": conflict,
                # Where saving returns to: ``next``, or from the editor's own page the
                # fragment's (the inline editor on the fragment's page swaps in place instead).
@@ -173,6 +178,19 @@ def _edit_response(request: HttpRequest, fragment: Fragment, form: EditForm, *,
     return render(request, "console/fragment_edit.html", context, status=status)
 
 
+def editable_body(fragment: Fragment) -> str:
+    """What the editor holds: the body without the line an ingested fragment starts with
+    (``docs/x.md > Heading``, ``# src/a.py · fn``), which says where it came from and is not
+    the person's to edit."""
+    return split_header(fragment.body, fragment.heading_path)[1]
+
+
+def stored_body(fragment: Fragment, edited: str) -> str:
+    """The edited text with the fragment's first line back in front of it (not twice)."""
+    header, _ = split_header(fragment.body, fragment.heading_path)
+    return edited if not header or edited.startswith(header.rstrip("\n")) else header + edited
+
+
 @login_required
 @require_http_methods(["GET", "POST"])
 def fragment_edit(request: HttpRequest, fragment_id: str) -> HttpResponse:
@@ -180,13 +198,13 @@ def fragment_edit(request: HttpRequest, fragment_id: str) -> HttpResponse:
     if not visible(request).may("curate", fragment.scope):
         raise PermissionDenied("you may not edit fragments in this scope")
     if request.method == "GET":
-        form = EditForm(initial={"title": fragment.title, "body": fragment.body,
+        form = EditForm(initial={"title": fragment.title, "body": editable_body(fragment),
                                  "based_on_version": fragment.version})
         return _edit_response(request, fragment, form)
     form = EditForm(request.POST)
     if not form.is_valid():
         return _edit_response(request, fragment, form, status=400)
-    data = form.cleaned_data
+    data = {**form.cleaned_data, "body": stored_body(fragment, form.cleaned_data["body"])}
     # The question asked before this edit is the one it settles; a nudge the edit opens itself
     # (a secret in it was redacted) stays open for the owner.
     open_nudge = fragment.nudges.filter(state__in=OPEN_NUDGE_STATES).first()
@@ -198,7 +216,9 @@ def fragment_edit(request: HttpRequest, fragment_id: str) -> HttpResponse:
         # Keep the user's text in the editor; the next save is based on the current version,
         # after they have seen (and merged) the other edit.
         retry = EditForm(initial={"title": conflict.submitted_title,
-                                  "body": conflict.submitted_body, "reason": data["reason"],
+                                  "body": split_header(conflict.submitted_body,
+                                                       fragment.heading_path)[1],
+                                  "reason": data["reason"],
                                   "based_on_version": conflict.current_version})
         return _edit_response(request, fragment, retry, conflict=conflict, status=409)
     except InvalidOperation as exc:

@@ -140,7 +140,12 @@ def retire(request: HttpRequest, fragment_id: str) -> HttpResponse:
 @require_POST
 def restore(request: HttpRequest, fragment_id: str) -> HttpResponse:
     fragment = get_fragment(request, fragment_id)
-    curation.restore(request.user, fragment, reason=_reason(request))
+    reason = _reason(request)
+    # Bringing a fragment back to agents says why (the audit trail keeps it); one who may not
+    # restore is refused as such, whatever the form held.
+    if not reason.strip() and visible(request).may("curate", fragment.scope):
+        raise InvalidField("reason", "say why this fragment is restored")
+    curation.restore(request.user, fragment, reason=reason)
     return _action_response(request, fragment, _action_scope(request, fragment))
 
 

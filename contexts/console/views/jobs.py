@@ -19,6 +19,8 @@ from contexts.console.views.common import get_org, org_context, paginate
 from contexts.ingestion import server_paths
 from contexts.ingestion.archives import looks_like_zip
 from contexts.ingestion.sources import INGESTIBLE_SUFFIXES
+from contexts.kernel.sizes import byte_size
+from contexts.models import IngestionJob
 from contexts.services.errors import InvalidOperation
 from contexts.usecases import ingestion
 from contexts.usecases.ingestion import SubmitSource
@@ -48,8 +50,8 @@ def _page(request: HttpRequest, org: Organization, *, upload_form=None, path_for
         **org_context(request, org, "ingest"), "jobs": jobs, "scopes": scopes,
         "upload_form": upload_form or UploadForm(scopes=scopes),
         "path_form": path_form or (PathForm(scopes=scopes) if may_register_paths else None),
-        "max_bytes": settings.INGEST_MAX_FILE_BYTES,
-        "archive_max_bytes": settings.ARCHIVE_MAX_BYTES,
+        "max_size": byte_size(settings.INGEST_MAX_FILE_BYTES),
+        "archive_max_size": byte_size(settings.ARCHIVE_MAX_BYTES),
     }, status=status)
 
 
@@ -78,7 +80,7 @@ def _upload_errors(files) -> list[str]:
         if Path(name).suffix.lower() not in INGESTIBLE_SUFFIXES and not archive:
             errors.append(f"{name}: unsupported file type")
         elif upload.size > limit:
-            errors.append(f"{name}: larger than {limit} bytes")
+            errors.append(f"{name}: larger than {byte_size(limit)}")
     return errors
 
 
@@ -128,12 +130,24 @@ def ingest_path(request: HttpRequest, slug: str) -> HttpResponse:
     return redirect("console:ingest", slug=org.slug)
 
 
+def _written(request: HttpRequest, job: IngestionJob) -> list[tuple[str, list, int]]:
+    """(what happened, the fragments the user may read, how many in all) for what the job
+    created and updated, in the order written (the job keeps the first ids of each)."""
+    kept = job.fragment_ids or {}
+    ids = [pid for kind in ("created", "updated") for pid in kept.get(kind, [])]
+    found = {f.public_id: f for f in visible(request).fragments().filter(public_id__in=ids)
+             .only("public_id", "title")}
+    return [(kind, [found[pid] for pid in kept.get(kind, []) if pid in found], total)
+            for kind, total in (("created", job.fragments_created),
+                                ("updated", job.fragments_updated))]
+
+
 @login_required
 @require_GET
 def job_detail(request: HttpRequest, job_id: str) -> HttpResponse:
     job = get_object_or_404(visible(request).jobs().select_related("org", "scope", "created_by"),
                             public_id=job_id)
-    context = {"job": job}
+    context = {"job": job, "job_fragments": _written(request, job)}
     if htmx_partial(request, f"job-{job.public_id}"):
         return render(request, "htmx/job_row.html", context)
     if htmx_partial(request, "job-progress"):

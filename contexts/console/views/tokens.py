@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import json
+import shlex
+
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
-from accounts.models import ApiToken, Membership, Organization, ScopeKind
+from accounts.models import ApiToken, Membership, Organization, Repository, ScopeKind
 from accounts.tokens import create_personal_token, create_token, revoke_token
 from contexts.console.forms import PersonalTokenForm, TokenForm
 from contexts.console.querysets import visible
@@ -17,6 +20,33 @@ from contexts.console.views.common import get_org, org_context
 
 TOKEN_SCOPE_KINDS = (ScopeKind.ORG, ScopeKind.REPO, ScopeKind.PERSONA, ScopeKind.SESSION,
                      ScopeKind.CONTEXT)
+# Where the agents' endpoints answer (contexts/urls.py, contexts.mcp.server.MCP_PATH; the
+# console does not import the MCP adapter, tests/console/test_small_things.py compares).
+RETRIEVE_PATH = "/api/contexts/retrieve"
+MCP_PATH = "/mcp"
+TOKEN_PLACEHOLDER = "<your token>"
+
+
+def connect_examples(request: HttpRequest, org: Organization, token: ApiToken | None,
+                     raw: str | None) -> dict[str, str]:
+    """How an agent uses a token: a ``curl`` of the retrieval and an MCP client's
+    configuration, with the token just created (else a placeholder) and this server's URL."""
+    secret = raw or TOKEN_PLACEHOLDER
+    scope = {"org_id": org.slug}
+    repo = (Repository.objects.filter(org=org, scope__in=token.scopes.all()).order_by("slug")
+            .first() if token else None)
+    if repo is not None:
+        scope["repo_id"] = repo.slug
+    body = json.dumps({"query": "how do we retry failed requests?", "scope": scope})
+    curl = " \\\n  ".join([
+        f"curl -sS {shlex.quote(request.build_absolute_uri(RETRIEVE_PATH))}",
+        "-H " + shlex.quote(f"Authorization: Bearer {secret}"),
+        "-H 'Content-Type: application/json'",
+        "-d " + shlex.quote(body)])
+    mcp = json.dumps({"mcpServers": {"contexts": {
+        "type": "http", "url": request.build_absolute_uri(MCP_PATH),
+        "headers": {"Authorization": f"Bearer {secret}"}}}}, indent=2)
+    return {"curl": curl, "mcp_config": mcp}
 
 
 def _administered_org(request: HttpRequest, slug: str) -> Organization:
@@ -57,6 +87,7 @@ def tokens(request: HttpRequest, slug: str) -> HttpResponse:
     response = render(request, "console/tokens.html", {
         **org_context(request, org, "tokens"), "form": form, "created": created, "raw": raw,
         "tokens": visible(request).tokens(org).select_related("created_by"),
+        **connect_examples(request, org, created, raw),
     }, status=status)
     # The raw secret is in this one response only: never cache it.
     response["Cache-Control"] = "no-store"
