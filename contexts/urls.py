@@ -11,6 +11,7 @@ from contexts.api import errors as api_errors
 from contexts.console.views import site
 from contexts.kernel.errors import is_api
 from contexts.kernel.metrics import metrics_view
+from contexts.mcp.metadata import METADATA_PATH, protected_resource
 from contexts.web.health import healthz, livez, readyz
 from contexts.web.restricted import restricted
 
@@ -34,6 +35,8 @@ urlpatterns = [
     path("readyz", readyz, name="readyz"),
     path("healthz", healthz, name="healthz"),
     path("favicon.ico", site.favicon, name="favicon"),
+    # Where an MCP client that was refused (401) learns how /mcp is protected (RFC 9728).
+    path(METADATA_PATH.lstrip("/"), protected_resource, name="mcp-protected-resource"),
     # Every organization's traffic together: the operator's (contexts/web/restricted.py).
     path("metrics", restricted(metrics_view), name="metrics"),
     # One login form, the console's rate-limited one: the admin's own would be a second,

@@ -4,8 +4,9 @@ from contexts.config.schema import INT, TEXT, THROTTLE_RATE, Area, Setting
 
 AREA = Area("Web", "How a web process serves requests (`contexts/asgi.py`, `contexts/web/`).", (
     Setting("CONTEXTS_BASE_URL", TEXT, "",
-            "Start of absolute links in e-mails (nudges, set-password); set it to the address "
-            "people open.",
+            "Start of absolute links in e-mails (nudges, set-password) and of the MCP "
+            "endpoint's resource URL (its 401 challenge and protected-resource metadata); set "
+            "it to the address people and agents open.",
             shown_default="the address `make run` serves, `http://$HOST:$PORT`"),
     Setting("CONTEXTS_WEB_THREADS", INT, 4,
             "Django requests served at once per web process.", minimum=1),

@@ -5,13 +5,18 @@ Streamable HTTP at ``/mcp`` (official ``mcp`` SDK), mounted next to Django by ``
 Nothing here decides anything: every tool validates with the serializers REST validates with
 and renders what REST renders (``contexts.protocol``), calls the same use case
 (``contexts.usecases.retrieval`` / ``.fragments``), is throttled by the same per-token bucket
-and reports errors in the REST error shape (``{"error": {"code", "message", "field"}}``) as an
-``isError`` result (text and structured content). An MCP call and the matching REST call
+and reports every error — the SDK's own check of the arguments against the tool's schema
+included, and an unknown tool — as an ``isError`` result whose structured content (and text) is
+the REST error body (``{"error": {"code", "message", "field"}}``), made by REST's own mapping
+(``contexts.protocol.errors.exception_handler``). An MCP call and the matching REST call
 therefore cannot disagree; neither imports the other.
 
 Authentication is the REST API's agent token (``Authorization: Bearer ctx_…``), checked by
 :class:`BearerTokenMiddleware` before the SDK sees the request; the token rides in the ASGI scope
-to the tools (``ctx.request_context.request``).
+to the tools (``ctx.request_context.request``). A request without a valid token is refused as
+the MCP authorization rules say: HTTP 401 with ``WWW-Authenticate: Bearer`` naming the
+resource's metadata (``contexts.mcp.metadata``), its body a JSON-RPC error whose ``data`` is the
+REST error body — so an SDK client reports the reason rather than a bare failed request.
 
 The server is stateless (every POST stands alone, no MCP session to pin to a worker) and answers
 with plain JSON rather than SSE: no tool streams, and it keeps proxies and gunicorn workers
@@ -31,6 +36,7 @@ from django.conf import settings
 from django.db import close_old_connections
 from django.http.request import split_domain_port, validate_host
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.types import CallToolResult, TextContent
 from pydantic import BaseModel, ConfigDict, Field
@@ -48,6 +54,7 @@ from contexts.kernel.availability import (
     unavailable_body,
 )
 from contexts.kernel.errors import error_body
+from contexts.mcp.metadata import MCP_PATH, challenge
 from contexts.models import FragmentKind
 from contexts.protocol.errors import exception_handler
 from contexts.protocol.fragments import (
@@ -75,7 +82,6 @@ from contexts.usecases import proposals as proposal_cases
 from contexts.usecases import retrieval as retrieval_cases
 from contexts.web.csp import SecurityHeadersASGI
 
-MCP_PATH = "/mcp"
 # Where BearerTokenMiddleware leaves the verified ApiToken for the tools.
 TOKEN_SCOPE_KEY = "contexts.api_token"
 
@@ -98,7 +104,12 @@ INSTRUCTIONS = (
     "fragments helped (or hurt) with `feedback`. A new session_id (with repo_id) in a write "
     "opens that session. `propose_promotion` asks a tech lead to make a session finding a "
     "repository or organization fragment; `proposal_status` tells the outcome. "
-    "Errors come back as JSON: {\"error\": {\"code\", \"message\", \"field\"}}."
+    "Every returned fragment has a `source` object whose `kind` says where it came from: "
+    "`file`, `git` or `archive` (with path, anchor, lines, commit) or, when no file brought "
+    "it, `console`, `session` or `proposal` (with written_by, written_at, and session_id or "
+    "proposal_id). Every tool error, bad arguments included, is a result with isError true "
+    "whose structuredContent is {\"error\": {\"code\", \"message\", \"field\"}} — the REST "
+    "API's error body; `field` names the argument (dotted for nested ones, e.g. scope.org_id)."
 )
 
 
@@ -113,8 +124,9 @@ class RetrievalScope(BaseModel):
 
     # As the REST serializers do: a misspelt key ("repo" for "repo_id") is refused, not
     # silently dropped, which would widen the search to the whole organization. The schema
-    # says so (additionalProperties: false).
-    model_config = ConfigDict(extra="forbid")
+    # says so (additionalProperties: false); the refusal is the REST serializer's (unknown keys
+    # are kept here and handed to it), so it reads the same on both surfaces.
+    model_config = ConfigDict(extra="allow", json_schema_extra={"additionalProperties": False})
 
     org_id: Annotated[str, Field(description="organization public id or slug")]
     repo_id: Annotated[str | None, Field(
@@ -166,12 +178,19 @@ def _result(payload: dict[str, Any], *, is_error: bool = False) -> CallToolResul
                           structured_content=data, is_error=is_error)
 
 
-def _error(exc: Exception) -> CallToolResult:
+def _error(exc: Exception, id_field: str | None = None) -> CallToolResult:
     """The REST error body for ``exc``; an unexpected error is logged (with its traceback) by the
-    API's handler and reported as a bare ``server_error``, so no internals reach the caller."""
+    API's handler and reported as a bare ``server_error``, so no internals reach the caller.
+
+    ``id_field``: the argument that named the object, for a ``not_found`` — in REST the id is
+    in the path and the 404 names no field; here it is an argument, and the error names it."""
     response = exception_handler(exc, {})
     assert response is not None  # the API's handler answers every exception
-    return _result(response.data, is_error=True)
+    body = response.data
+    if id_field is not None and body["error"]["code"] == "not_found" \
+            and body["error"]["field"] is None:
+        body["error"]["field"] = id_field
+    return _result(body, is_error=True)
 
 
 def _throttle(token: ApiToken) -> None:
@@ -187,7 +206,8 @@ def _validated(serializer_class: type, data: dict[str, Any]) -> dict[str, Any]:
     return serializer.validated_data
 
 
-async def _run(ctx: Context, operation: Callable[[ApiToken], dict[str, Any]]) -> CallToolResult:
+async def _run(ctx: Context, operation: Callable[[ApiToken], dict[str, Any]],
+               id_field: str | None = None) -> CallToolResult:
     """Run ``operation`` for the request's token as Django runs a sync view under ASGI: in the
     thread-sensitive executor, with stale database connections dropped before and after (nothing
     sends request_started / request_finished here)."""
@@ -203,7 +223,7 @@ async def _run(ctx: Context, operation: Callable[[ApiToken], dict[str, Any]]) ->
             _throttle(token)
             return _result(operation(token))
         except Exception as exc:  # noqa: BLE001 - every failure is answered, never raised
-            return _error(exc)
+            return _error(exc, id_field)
         finally:
             close_old_connections()
 
@@ -211,7 +231,32 @@ async def _run(ctx: Context, operation: Callable[[ApiToken], dict[str, Any]]) ->
 
 
 # --- tools --------------------------------------------------------------------------------------
-server = MCPServer(
+# Said by every tool's description (retrieve says it in its own words).
+_ERRORS = (" Errors, bad arguments included, are isError results whose structuredContent is the "
+           "REST error body {\"error\": {\"code\", \"message\", \"field\"}}; `field` names the "
+           "argument.")
+
+
+class ContextsServer(MCPServer):
+    """The SDK's server, with its refusals in the REST error body: arguments that fail the tool's
+    schema (the SDK checks them before the tool runs, and used to answer pydantic's text) and an
+    unknown tool. A tool itself never raises (:func:`_run` answers every failure)."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any],
+                        context: Context | None = None) -> Any:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            if exc.__cause__ is not None:  # a pydantic ValidationError, or a crash (logged)
+                return _error(exc.__cause__)
+            unknown = exceptions.NotFound(
+                f"unknown tool {name[:100]!r}; expected one of: "
+                f"{', '.join(tool.name for tool in self._tool_manager.list_tools())}")
+            unknown.field = "name"
+            return _error(unknown)
+
+
+server = ContextsServer(
     name="contexts",
     title="Contexts",
     instructions=INSTRUCTIONS,
@@ -224,8 +269,13 @@ server = MCPServer(
     description=(
         "Retrieve a cited, scope-safe context bundle for a query within a token budget "
         "(the same as POST /api/contexts/retrieve). Returns fragments (id, text, score, "
-        "source citation, kind, …), trace_id, reranker, tokens_used, and a hint when nothing "
-        "came back but fragments you can read lie elsewhere in the organization."
+        "source, kind, …), trace_id, reranker, tokens_used, and a hint when nothing came back "
+        "but fragments you can read lie elsewhere in the organization. Every fragment's "
+        "`source` is an object, never null: `kind` file, git or archive with path, anchor, "
+        "lines, commit, state and url; or, for a fragment no file brought, console, session "
+        "(session_id) or proposal (proposal_id) with written_by and written_at. Errors, bad "
+        "arguments included, are isError results whose structuredContent is the REST error "
+        "body {\"error\": {\"code\", \"message\", \"field\"}}."
     ),
 )
 async def retrieve(
@@ -282,6 +332,7 @@ async def retrieve(
         "Store a fragment (typically the session's summary or a finding) in a session scope so "
         "that later retrievals with that session_id find it (the same as POST /api/fragments). "
         "Returns the new fragment's id, version, scope and kind."
+        + _ERRORS
     ),
 )
 async def write_session_fragment(
@@ -311,6 +362,7 @@ async def write_session_fragment(
     description=(
         "Tell Contexts whether a retrieved fragment helped, hurt or was cited (the same as "
         "POST /api/fragments/{id}/feedback). Returns the fragment id and the signal recorded."
+        + _ERRORS
     ),
 )
 async def feedback(
@@ -329,7 +381,7 @@ async def feedback(
                                                   feedback_command(fragment_id, validated))
         return {"id": fragment.public_id, "signal": validated["signal"]}
 
-    return await _run(ctx, operation)
+    return await _run(ctx, operation, id_field="fragment_id")
 
 
 @server.tool(
@@ -339,6 +391,7 @@ async def feedback(
         "the session's) or organization fragment; a tech lead reviews it (the same as POST "
         "/api/fragments/{id}/propose). Nothing proposed is retrievable outside the session "
         "until approved. Returns the proposal: id, state, target_scope, fragment once approved."
+        + _ERRORS
     ),
 )
 async def propose_promotion(
@@ -355,7 +408,7 @@ async def propose_promotion(
         command = promote_command(fragment_id, _validated(PromoteSerializer, data))
         return proposal_cases.outcome(proposal_cases.propose_promotion(token, command))
 
-    return await _run(ctx, operation)
+    return await _run(ctx, operation, id_field="fragment_id")
 
 
 @server.tool(
@@ -363,6 +416,7 @@ async def propose_promotion(
     description=(
         "Propose a new fragment for a repository, reviewed before anyone retrieves it (the "
         "same as POST /api/proposals); only tokens that allow proposals. Returns the proposal."
+        + _ERRORS
     ),
 )
 async def propose_fragment(
@@ -390,6 +444,7 @@ async def propose_fragment(
     description=(
         "One of your proposals: state (open, approved, merged, rejected), the fragment it "
         "became, the reason of a rejection (the same as GET /api/proposals/{id})."
+        + _ERRORS
     ),
 )
 async def proposal_status(
@@ -399,7 +454,7 @@ async def proposal_status(
     def operation(token: ApiToken) -> dict[str, Any]:
         return proposal_cases.outcome(proposal_cases.own_proposal(token, proposal_id))
 
-    return await _run(ctx, operation)
+    return await _run(ctx, operation, id_field="proposal_id")
 
 
 # --- HTTP ---------------------------------------------------------------------------------------
@@ -424,10 +479,15 @@ class BearerTokenMiddleware:
     """``Authorization: Bearer ctx_…`` for ``/mcp``, as the REST API checks it.
 
     Also applies Django's ``ALLOWED_HOSTS`` to the Host header (the SDK's own DNS-rebinding
-    check is switched off in favour of it, so one setting governs the whole site). Refusals use
-    the REST API's status codes and error body; so does an outage met while checking the token
-    (the database down: 503 with ``Retry-After``, as REST answers, where it was a plain-text
-    500 from the server before).
+    check is switched off in favour of it, so one setting governs the whole site). A request
+    without a valid token — none, another scheme, malformed, unknown, revoked, expired, or a
+    member's personal token — is a 401 as the MCP authorization rules have it: a
+    ``WWW-Authenticate: Bearer`` challenge naming the resource's metadata
+    (``contexts.mcp.metadata``), with ``error="invalid_token"`` when a token was presented. Its
+    body is a JSON-RPC error (code :data:`UNAUTHORIZED`) carrying the REST error body as
+    ``data``: the SDK's client surfaces a JSON-RPC error from a refused request, and reported
+    only "Server returned an error response" for the REST body alone. An outage met while
+    checking the token answers as REST does (the database down: 503 with ``Retry-After``).
     """
 
     def __init__(self, app: ASGIApp) -> None:
@@ -444,8 +504,9 @@ class BearerTokenMiddleware:
             return
         keyword, _, raw = headers.get(b"authorization", "").partition(" ")
         if keyword.lower() != "bearer" or not raw.strip():
-            await _json(send, 401, error_body("not_authenticated",
-                                              "Authentication credentials were not provided."))
+            await _unauthorized(send, "not_authenticated",
+                                "Authentication credentials were not provided.",
+                                invalid_token=False)
             return
         try:
             token = await sync_to_async(_verify, thread_sensitive=True)(raw.strip())
@@ -457,18 +518,31 @@ class BearerTokenMiddleware:
                                                     str(unavailable.detail)))
             return
         if token is None:
-            await _json(send, 401, error_body("authentication_failed",
-                                              "invalid, expired or revoked token"))
+            await _unauthorized(send, "authentication_failed",
+                                "invalid, expired or revoked token", invalid_token=True)
             return
         await self.app({**scope, TOKEN_SCOPE_KEY: token}, receive, send)
 
 
-async def _json(send: Send, status: int, body: dict[str, Any]) -> None:
+# JSON-RPC's range for a server's own errors (-32000 to -32099): the request was not authorized.
+UNAUTHORIZED = -32001
+
+
+async def _unauthorized(send: Send, code: str, message: str, *, invalid_token: bool) -> None:
+    # "id": null — the request is refused before its body is read (JSON-RPC 2.0 allows it; the
+    # SDK's client matches the error to the request it sent).
+    body = {"jsonrpc": "2.0", "id": None,
+            "error": {"code": UNAUTHORIZED, "message": message, "data": error_body(code, message)}}
+    await _json(send, 401, body, challenge=challenge(invalid_token=invalid_token))
+
+
+async def _json(send: Send, status: int, body: dict[str, Any], *,
+                challenge: str | None = None) -> None:
     content = json.dumps(body).encode()
     headers = [(b"content-type", b"application/json"),
                (b"content-length", str(len(content)).encode())]
-    if status == 401:
-        headers.append((b"www-authenticate", b"Bearer"))
+    if challenge is not None:
+        headers.append((b"www-authenticate", challenge.encode()))
     if status == 503:
         headers.append((b"retry-after", str(RETRY_AFTER_SECONDS).encode()))
     await send({"type": "http.response.start", "status": status, "headers": headers})

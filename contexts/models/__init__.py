@@ -29,7 +29,13 @@ from contexts.models.proposals import (
     ProposalTarget,
 )
 from contexts.models.secrets import SecretAction, SecretFinding, SecretOrigin
-from contexts.models.sources import SourceDocument, SourcePointer
+from contexts.models.sources import (
+    FragmentOrigin,
+    SourceDocument,
+    SourcePointer,
+    document_origin,
+    written_origin,
+)
 from contexts.models.sources_git import Source, SourceKind, SourceState
 from contexts.models.traces import RetrievalTrace
 from contexts.models.uploads import UploadBlob
@@ -72,6 +78,9 @@ __all__ = [
     "SecretOrigin",
     "Source",
     "SourceDocument",
+    "FragmentOrigin",
+    "document_origin",
+    "written_origin",
     "SourceKind",
     "SourceState",
     "SourcePointer",

@@ -10,6 +10,39 @@ from accounts.models import Organization, Repository
 from accounts.tenancy import OrgFromParent
 
 
+class FragmentOrigin(models.TextChoices):
+    """Where a fragment came from, as every answer's ``source.kind`` says it (docs/api.md): a file
+    (read from a folder or an upload), a git source's file, a file of an uploaded archive — or,
+    for a fragment no file brought, where it was written: by a person (the console, or a
+    member's script), in an agent's session, or as an approved proposal."""
+
+    FILE = "file", "a file"
+    GIT = "git", "a git source's file"
+    ARCHIVE = "archive", "a file of an uploaded archive"
+    CONSOLE = "console", "written by a person"
+    SESSION = "session", "written in a session"
+    PROPOSAL = "proposal", "an approved proposal"
+
+
+def document_origin(origin: str, commit: str | None) -> str:
+    """The :class:`FragmentOrigin` of a document's fragments, from what brought the document
+    (``SourceDocument.origin``: ``git:…``, ``archive:…``, ``path:…``, ``upload:…``)."""
+    if origin.startswith("git:") or commit:
+        return FragmentOrigin.GIT
+    if origin.startswith("archive:"):
+        return FragmentOrigin.ARCHIVE
+    return FragmentOrigin.FILE
+
+
+def written_origin(scope_kind: str, proposal_id: str | None) -> str:
+    """The :class:`FragmentOrigin` of a fragment no file brought."""
+    if proposal_id:
+        return FragmentOrigin.PROPOSAL
+    if scope_kind == "session":
+        return FragmentOrigin.SESSION
+    return FragmentOrigin.CONSOLE
+
+
 class SourceDocument(models.Model):
     org = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="documents")
     repository = models.ForeignKey(Repository, on_delete=models.CASCADE, null=True, blank=True,

@@ -4,7 +4,10 @@
 Every exception a request can raise goes through :func:`exception_handler` (DRF's
 ``EXCEPTION_HANDLER``; the MCP tools call it too): DRF's own, the use cases' refusals
 (``contexts.usecases.errors``), invalid operations naming their field, a malformed id, an
-outage (``contexts.kernel.availability``) and Django's refusals of a malformed body.
+outage (``contexts.kernel.availability``), Django's refusals of a malformed body — and the MCP
+SDK's check of a tool's arguments against its schema (a pydantic ``ValidationError``), told in
+the words DRF's fields use for the same mistake, so that a missing or mistyped argument reads
+the same over MCP as over REST.
 """
 
 from __future__ import annotations
@@ -20,7 +23,8 @@ from django.core.exceptions import (
     TooManyFilesSent,
 )
 from django.http import Http404
-from rest_framework import exceptions, status
+from pydantic import ValidationError as ArgumentsInvalid
+from rest_framework import exceptions, serializers, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
@@ -77,6 +81,54 @@ def _refused_request(exc: SuspiciousOperation) -> exceptions.APIException:
     return exceptions.ParseError("malformed request")
 
 
+# pydantic's error types → the message DRF's field gives for the same mistake.
+_REQUIRED = serializers.Field.default_error_messages["required"]
+_NULL = serializers.Field.default_error_messages["null"]
+_ARGUMENT_MESSAGES = {
+    "missing": _REQUIRED,
+    "string_type": serializers.CharField.default_error_messages["invalid"],
+    "int_type": serializers.IntegerField.default_error_messages["invalid"],
+    "int_parsing": serializers.IntegerField.default_error_messages["invalid"],
+    "int_from_float": serializers.IntegerField.default_error_messages["invalid"],
+    "float_type": serializers.FloatField.default_error_messages["invalid"],
+    "float_parsing": serializers.FloatField.default_error_messages["invalid"],
+    "finite_number": "must be a finite number",
+    "bool_type": serializers.BooleanField.default_error_messages["invalid"],
+    "bool_parsing": serializers.BooleanField.default_error_messages["invalid"],
+    "list_type": serializers.ListField.default_error_messages["not_a_list"],
+    "model_type": serializers.Serializer.default_error_messages["invalid"],
+    "model_attributes_type": serializers.Serializer.default_error_messages["invalid"],
+    "dict_type": serializers.Serializer.default_error_messages["invalid"],
+}
+
+
+def _argument_message(error: Any) -> str:
+    value = error.get("input")
+    if value is None and error["type"] != "missing":
+        return _NULL
+    message = _ARGUMENT_MESSAGES.get(error["type"])
+    if message is None:  # a mistake DRF has no word for: pydantic's one line, never the input
+        return str(error.get("msg") or "invalid")
+    return message.format(input_type=type(value).__name__, datatype=type(value).__name__)
+
+
+def arguments_invalid(exc: ArgumentsInvalid) -> exceptions.ValidationError:
+    """A pydantic validation error as DRF's: the same nested ``{field: {sub: [message]}}``
+    detail a serializer raises, so the error names ``scope.org_id`` as REST does."""
+    detail: dict[str, Any] = {}
+    for error in exc.errors(include_url=False):
+        node, path = detail, [str(part) for part in error["loc"]] or ["non_field_errors"]
+        for part in path[:-1]:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):  # the parent already has a message of its own
+                break
+        else:
+            messages = node.setdefault(path[-1], [])
+            if isinstance(messages, list):
+                messages.append(_argument_message(error))
+    return exceptions.ValidationError(detail)
+
+
 def exception_handler(exc: Exception, context: dict) -> Response | None:
     if isinstance(exc, Http404 | NotVisible):
         exc = exceptions.NotFound()
@@ -90,6 +142,8 @@ def exception_handler(exc: Exception, context: dict) -> Response | None:
                        submitted={"title": exc.submitted_title, "text": exc.submitted_body})
     elif isinstance(exc, InvalidField):  # e.g. a malformed id argument (contexts/kernel/ids.py)
         exc = exceptions.ValidationError({exc.field: [exc.reason]})
+    elif isinstance(exc, ArgumentsInvalid):  # an MCP tool's arguments against its schema
+        exc = arguments_invalid(exc)
     elif (unavailable := outage(exc)) is not None:
         # The database is lost, or a write was refused because the broker is down: a
         # retryable 503 with the retry hint (contexts/kernel/availability.py).

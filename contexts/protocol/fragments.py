@@ -54,11 +54,23 @@ class FragmentEditSerializer(StrictSerializer):
 
 
 class RecordSourceSerializer(serializers.Serializer):
+    kind = serializers.CharField(
+        help_text="file, git or archive (a file brought it: path, repository, commit say "
+                  "which) — or console, session or proposal (written: written_by, written_at, "
+                  "and session_id or proposal_id); as in a retrieval answer's source.kind")
     path = serializers.CharField(allow_null=True)
     repository = serializers.CharField(allow_null=True, help_text="the repository's id")
     commit = serializers.CharField(allow_null=True)
     state = serializers.CharField(allow_null=True,
                                   help_text="in_sync, merged, conflict or gone")
+    written_by = serializers.CharField(allow_null=True, required=False,
+                                       help_text="written: the username of its first version's "
+                                                 "author; null for a token or the system")
+    written_at = serializers.DateTimeField(required=False,
+                                           help_text="written: when its first version was")
+    session_id = serializers.CharField(required=False, help_text="session: the session's id")
+    proposal_id = serializers.CharField(required=False,
+                                        help_text="proposal: the approved proposal's id")
 
 
 class RecordEvidenceSerializer(serializers.Serializer):

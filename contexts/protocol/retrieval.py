@@ -13,7 +13,7 @@ from rest_framework import serializers
 from rest_framework.exceptions import ValidationError
 
 from contexts.kernel.ids import PUBLIC_ID, SLUG
-from contexts.models import FragmentSourceState
+from contexts.models import FragmentOrigin, FragmentSourceState
 from contexts.protocol.validation import StrictSerializer
 from contexts.retrieval import RetrievalResult
 from contexts.retrieval.types import ComposedFragment
@@ -88,12 +88,22 @@ class RetrieveRequestSerializer(StrictSerializer):
 
 
 class SourceSerializer(serializers.Serializer):
-    path = serializers.CharField()
-    repository = serializers.CharField(allow_null=True)
-    anchor = serializers.CharField()
-    lines = serializers.ListField(child=serializers.IntegerField(allow_null=True))
+    kind = serializers.ChoiceField(
+        choices=FragmentOrigin.values,
+        help_text="where the fragment came from: a file (`file`), a git source's file (`git`), "
+                  "a file of an uploaded archive (`archive`) — then path, repository, anchor, "
+                  "lines, commit, state and url say where — or, for a fragment no file brought, "
+                  "where it was written: `console` (by a person, in the console or a member's "
+                  "script), `session` (in an agent's session: session_id) or `proposal` (an "
+                  "approved proposal: proposal_id) — then written_by and written_at say who "
+                  "and when")
+    path = serializers.CharField(allow_null=True, required=False)
+    repository = serializers.CharField(allow_null=True, required=False)
+    anchor = serializers.CharField(allow_null=True, required=False)
+    lines = serializers.ListField(child=serializers.IntegerField(allow_null=True),
+                                  required=False)
     commit = serializers.CharField(
-        allow_null=True,
+        allow_null=True, required=False,
         help_text="for a file of a git source (docs/sources.md): the commit its text was read "
                   "at; null otherwise")
     state = serializers.ChoiceField(
@@ -102,9 +112,20 @@ class SourceSerializer(serializers.Serializer):
                   "edit merged with upstream), conflict (the person's text is served, the "
                   "owner asked) or gone (the source text was deleted); null for none")
     url = serializers.CharField(
-        allow_null=True,
+        allow_null=True, required=False,
         help_text="a permalink to those lines at that commit, when the source has a web URL "
                   "template; null otherwise")
+    written_by = serializers.CharField(
+        allow_null=True, required=False,
+        help_text="console, session, proposal: the username of who wrote its first version "
+                  "(for a proposal, who approved it); null for an agent's token or the system")
+    written_at = serializers.DateTimeField(
+        allow_null=True, required=False,
+        help_text="console, session, proposal: when its first version was written")
+    session_id = serializers.CharField(required=False,
+                                       help_text="session: the session's id (sess_…)")
+    proposal_id = serializers.CharField(required=False,
+                                        help_text="proposal: the approved proposal's id")
 
 
 class EvidenceSummarySerializer(serializers.Serializer):
@@ -118,11 +139,13 @@ class EvidenceSummarySerializer(serializers.Serializer):
 
 class FragmentOutSerializer(serializers.Serializer):
     id = serializers.CharField()
-    doc_id = serializers.CharField(allow_null=True)
+    doc_id = serializers.CharField(
+        help_text="the document it is part of: path#anchor for a file's fragment; the "
+                  "fragment's own id for one no file brought")
     version = serializers.IntegerField()
     score = serializers.FloatField()
     tokens = serializers.IntegerField()
-    source = SourceSerializer(allow_null=True)
+    source = SourceSerializer(help_text="never null: source.kind says where it came from")
     updated_at = serializers.DateTimeField()
     verified_at = serializers.DateTimeField(allow_null=True,
                                             help_text="when someone last verified it")
@@ -154,21 +177,40 @@ class RetrieveResponseSerializer(serializers.Serializer):
                   '`"repo_id": "*"`); counts only what the caller may read; null otherwise')
 
 
+def source_payload(item: ComposedFragment) -> dict[str, Any]:
+    """Where a returned fragment came from (docs/api.md, "Where a fragment came from"): its first
+    file's citation, or where it was written; never null."""
+    fragment = item.fragment
+    state = fragment.source_state or None
+    first = item.sources[0] if item.sources else None
+    if first is not None:
+        return {"kind": first.kind, "path": first.path, "repository": first.repository,
+                "anchor": first.anchor, "lines": [first.start_line, first.end_line],
+                "commit": first.commit, "state": state, "url": first.url}
+    written = item.written
+    if written is None:  # its file's lines are gone (source.state "gone"): a file, unnamed now
+        return {"kind": FragmentOrigin.FILE.value, "path": None, "repository": None,
+                "anchor": None, "lines": [None, None], "commit": None, "state": state,
+                "url": None}
+    payload = {"kind": written.kind, "state": state, "written_by": written.written_by,
+               "written_at": written.written_at}
+    if written.session_id is not None:
+        payload["session_id"] = written.session_id
+    if written.proposal_id is not None:
+        payload["proposal_id"] = written.proposal_id
+    return payload
+
+
 def fragment_payload(item: ComposedFragment) -> dict:
     fragment = item.fragment
     first = item.sources[0] if item.sources else None
-    source = None
-    if first is not None:
-        source = {"path": first.path, "repository": first.repository, "anchor": first.anchor,
-                  "lines": [first.start_line, first.end_line], "commit": first.commit,
-                  "state": fragment.source_state or None, "url": first.url}
     return {
         "id": fragment.public_id,
-        "doc_id": f"{first.path}#{first.anchor}" if first else None,
+        "doc_id": f"{first.path}#{first.anchor}" if first else fragment.public_id,
         "version": fragment.version,
         "score": round(item.candidate.final, 4),
         "tokens": item.tokens,
-        "source": source,
+        "source": source_payload(item),
         "updated_at": max(t for t in (fragment.last_edited_at, fragment.verified_at) if t),
         "verified_at": fragment.verified_at,
         "evidence": evidence_summary(fragment.evidence_state, cited=item.cited[0],

@@ -184,6 +184,18 @@ class Citation(NamedTuple):
     end_line: int | None
     commit: str | None = None  # a git source's document: the commit it was read at
     url: str | None = None     # its permalink, when the source has a template
+    kind: str = "file"         # contexts.models.FragmentOrigin: file, git or archive
+
+
+class Written(NamedTuple):
+    """Where a returned fragment no file brought was written: ``kind`` console, session or
+    proposal (``contexts.models.FragmentOrigin``), who wrote its first version and when."""
+
+    kind: str
+    written_by: str | None     # the username; None for an agent's token or the system
+    written_at: object         # datetime of the first version
+    session_id: str | None = None   # kind session: the session's public id
+    proposal_id: str | None = None  # kind proposal: the approved proposal's public id
 
 
 @dataclass
@@ -196,6 +208,8 @@ class ComposedFragment:
     # What it cites beside its sources: (references, how many changed or missing), read in
     # the statement that reads the fragment (contexts.retrieval.returned).
     cited: tuple[int, int] = (0, 0)
+    # Where it was written when no file brought it (read in the same statement); None otherwise.
+    written: Written | None = None
 
 
 @dataclass

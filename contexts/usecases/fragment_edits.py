@@ -13,8 +13,19 @@ import dataclasses
 import datetime as dt
 from typing import Any
 
+from django.db.models import F
+
 from accounts.permissions import may
-from contexts.models import Fragment, Nudge, SourcePointer
+from contexts.models import (
+    Fragment,
+    FragmentOrigin,
+    FragmentVersion,
+    Nudge,
+    Proposal,
+    SourcePointer,
+    document_origin,
+    written_origin,
+)
 from contexts.models.governance import NudgeState
 from contexts.services import evidence as evidence_service
 from contexts.services.errors import InvalidOperation
@@ -62,16 +73,42 @@ def fragment_record(principal: Any, fragment_id: str) -> FragmentRecord:
 
 
 def _source(fragment: Fragment) -> dict[str, Any]:
+    """Where it came from, as retrieval answers say it (``source.kind``, docs/api.md): its first
+    file — path, repository, commit — or, for a fragment no file brought, where it was written
+    (the console, a session or an approved proposal), by whom and when. The file keys are
+    always there (null for a written fragment)."""
     pointer = (SourcePointer.objects.filter(fragment=fragment)
                .select_related("document__repository").order_by("document__path").first())
+    state = fragment.source_state or None
     if pointer is None:
-        return {"path": None, "repository": None, "commit": None,
-                "state": fragment.source_state or None}
+        none = {"path": None, "repository": None, "commit": None, "state": state}
+        if state is not None:  # its file's lines are gone: still a file's fragment
+            return {"kind": FragmentOrigin.FILE.value, **none}
+        return {**_written(fragment), **none}
     document = pointer.document
-    return {"path": document.path,
+    commit = document.source_commit or pointer.base_commit or None
+    return {"kind": document_origin(document.origin, document.source_commit),
+            "path": document.path,
             "repository": document.repository.public_id if document.repository_id else None,
-            "commit": document.source_commit or pointer.base_commit or None,
-            "state": fragment.source_state or None}
+            "commit": commit, "state": state}
+
+
+def _written(fragment: Fragment) -> dict[str, Any]:
+    """A fragment no file brought: who wrote its first version when, and where."""
+    proposal_id = (Proposal.objects.filter(result_fragment=fragment)
+                   .order_by(F("decided_at").desc(nulls_last=True))
+                   .values_list("public_id", flat=True).first())
+    first = (FragmentVersion.objects.filter(fragment=fragment, number=1)
+             .select_related("editor").first())
+    kind = written_origin(fragment.scope.kind, proposal_id)
+    written = {"kind": kind,
+               "written_by": first.editor.get_username() if first and first.editor else None,
+               "written_at": first.created_at if first else fragment.recorded_at}
+    if kind == FragmentOrigin.SESSION:
+        written["session_id"] = fragment.scope.public_id
+    if kind == FragmentOrigin.PROPOSAL:
+        written["proposal_id"] = proposal_id
+    return written
 
 
 def edit_text(principal: Any, command: EditText) -> Fragment:

@@ -78,8 +78,8 @@ def test_get_a_fragment_as_a_script_reads_it(cast, world, api):
         "id": fragment.public_id, "version": fragment.version, "title": "Rate limiter",
         "text": fragment.body, "kind": fragment.kind, "status": "active",
         "scope": cast.repo.scope.public_id, "owner": "teammate",
-        "source": {"path": "docs/limits.md", "repository": cast.repo.public_id,
-                   "commit": "abc123", "state": "merged"},
+        "source": {"kind": "git", "path": "docs/limits.md",
+                   "repository": cast.repo.public_id, "commit": "abc123", "state": "merged"},
         "verified_at": None,
         # Its source lines first (a merged fragment still stands with its file), then what
         # its text cites; no hashes.
@@ -96,8 +96,9 @@ def test_get_a_fragment_as_a_script_reads_it(cast, world, api):
     assert nudge.public_id.startswith("nud_") and str(nudge.pk) != nudge.public_id
     written = as_token(api, personal(cast, cast.teammate)).get(
         f"/api/fragments/{world.org_note.public_id}").json()
-    assert written["source"] == {"path": None, "repository": None, "commit": None,
-                                 "state": None}
+    assert written["source"] == {"kind": "console", "path": None, "repository": None,
+                                 "commit": None, "state": None, "written_by": None,
+                                 "written_at": written["source"]["written_at"]}
 
 
 @pytest.mark.parametrize(("source_state", "entry_state", "summary_state"), [

@@ -916,13 +916,21 @@ UNGUARDED = {"accounts_scope", "accounts_repository", "contexts_embeddinggenerat
 # A persona's compose weights and half-lives, read by retrieval (migration 0021): no text.
 # A git source's permalink template, joined to the citations (migration 0031): not its URL,
 # which may hold a credential.
+# Where a fragment no file brought was written (migration 0037): a version's fragment, number,
+# editor and time, an approved proposal's id and decision time, a person's username — no text.
 COLUMNS_GRANTED = {("accounts_persona", column)
                    for column in ("id", "w_r", "w_f", "w_c", "w_p", "halflife_days")} | {
-    ("contexts_source", column) for column in ("org_id", "repository_id", "web_url_template")}
-# Guarded through the fragment they name (migration 0013); a git source through its repository
-# or a readable document of it (0031).
+    ("contexts_source", column) for column in ("org_id", "repository_id", "web_url_template")} | {
+    ("contexts_fragmentversion", column)
+    for column in ("org_id", "fragment_id", "number", "editor_id", "created_at")} | {
+    ("contexts_proposal", column)
+    for column in ("public_id", "result_fragment_id", "decided_at")} | {
+    ("auth_user", column) for column in ("id", "username")}
+# Guarded through the fragment they name (migration 0013; versions and proposals, 0037); a git
+# source through its repository or a readable document of it (0031).
 GUARDED = {"contexts_fragment", "contexts_embedding", "contexts_pin", "contexts_sourcepointer",
-           "contexts_sourcedocument", "contexts_source"}
+           "contexts_sourcedocument", "contexts_source", "contexts_fragmentversion",
+           "contexts_proposal"}
 TEXT_TABLES = ["contexts_fragmentversion", "contexts_auditevent", "contexts_retrievaltrace",
                "contexts_nudge", "contexts_fragment_contexts"]
 
@@ -976,6 +984,11 @@ def test_row_level_security_alone_keeps_other_scopes_out(warm, leak_stats, spec,
             # Pins, source pointers and documents are visible exactly with their fragment.
             assert {r[0] for r in rows("SELECT fragment_id FROM contexts_pin")} <= inside
             assert {r[0] for r in rows("SELECT fragment_id FROM contexts_sourcepointer")} \
+                <= inside
+            # Versions and approved proposals too (the columns retrieval reads, 0037).
+            assert {r[0] for r in rows("SELECT fragment_id FROM contexts_fragmentversion")} \
+                <= inside
+            assert {r[0] for r in rows("SELECT result_fragment_id FROM contexts_proposal")} \
                 <= inside
             documents = {r[0] for r in rows("SELECT id FROM contexts_sourcedocument")}
             assert documents == {r[0] for r in rows(
