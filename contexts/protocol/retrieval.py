@@ -88,8 +88,7 @@ class RetrieveRequestSerializer(StrictSerializer):
 
 
 class SourceSerializer(serializers.Serializer):
-    kind = serializers.ChoiceField(
-        choices=FragmentOrigin.values,
+    kind = serializers.CharField(
         help_text="where the fragment came from: a file (`file`), a git source's file (`git`), "
                   "a file of an uploaded archive (`archive`) — then path, repository, anchor, "
                   "lines, commit, state and url say where — or, for a fragment no file brought, "
