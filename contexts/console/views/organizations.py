@@ -15,7 +15,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from contexts.console.forms_people import NewRepositoryForm, OrganizationForm
-from contexts.console.views.common import org_context
+from contexts.console.views.common import org_context, remembered_org
 from contexts.console.views.members import call
 from contexts.services.errors import InvalidOperation
 from contexts.usecases import organizations as usecase
@@ -29,7 +29,7 @@ def _operator(request: HttpRequest) -> None:
 def _page(request: HttpRequest, *, status: int = 200, **extra: Any) -> HttpResponse:
     rows = call(usecase.list_organizations, request.user)
     context = {
-        **org_context(request, None, "organizations"),
+        **org_context(request, remembered_org(request), "organizations"),
         "rows": rows,
         "org_form": extra.get("org_form") or OrganizationForm(),
         "repo_form": extra.get("repo_form") or NewRepositoryForm(orgs=[r.org for r in rows]),
