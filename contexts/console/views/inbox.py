@@ -18,7 +18,7 @@ from contexts.console.querysets import OPEN_NUDGE_STATES, visible
 from contexts.console.rendering import htmx_partial, redirect_back
 from contexts.console.views.common import org_context, paginate, remembered_org
 from contexts.models import FragmentStatus, Nudge
-from contexts.models.governance import NudgeAnswer, NudgeState
+from contexts.models.governance import NudgeAnswer, NudgeKind, NudgeState
 from contexts.services.errors import InvalidOperation
 from contexts.usecases import nudges
 
@@ -110,8 +110,11 @@ def nudge_answer(request: HttpRequest, fragment_id: str) -> HttpResponse:
     # A fragment may have one open nudge of each kind: the form says which it answers.
     pending = seen.nudges().filter(state__in=OPEN_NUDGE_STATES,
                                    fragment__public_id=fragment_id)
-    if request.POST.get("kind"):
-        pending = pending.filter(kind=request.POST["kind"])
+    kind = request.POST.get("kind", "")
+    if kind:
+        if kind not in NudgeKind.values:  # a NUL byte or any other unknown kind: no such nudge
+            raise Http404("no open nudge")
+        pending = pending.filter(kind=kind)
     nudge = pending.select_related("fragment__org").order_by("created_at", "pk").first()
     if nudge is None:
         raise Http404("no open nudge")
