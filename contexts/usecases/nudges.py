@@ -14,6 +14,7 @@ from contexts.governance import nudges
 from contexts.governance.nudges import (  # noqa: F401 - what adapters read of a nudge
     ANSWER_SLUGS,
     NudgeAlreadyAnswered,
+    by_token_id,
     candidates_for_handover,
     may_answer,
     read_token,

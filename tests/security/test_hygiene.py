@@ -422,6 +422,14 @@ VARIANTS = {"mark_negative": {"mark_negative", "unmark_negative"},
                                  for choice in source_conflicts.ANSWERS}}
 
 
+# The one door's curation use cases (contexts/usecases/curation.py) that forward to a write
+# above under another name: covered by that write's case (names they share need no entry).
+FORWARDS = {"edit": "edit_fragment", "retire": "retire_fragment",
+            "restore": "restore_fragment", "supersede": "supersede_fragment",
+            "pin": "pin_fragment", "unpin": "unpin_fragment",
+            "dismiss_duplicate": "dismiss_candidate"}
+
+
 def curation_functions() -> set[str]:
     names = set()
     for module in CURATION_MODULES:
@@ -437,7 +445,8 @@ def curation_functions() -> set[str]:
 def test_the_audit_table_covers_every_curation_action():
     covered = set(CASES)
     missing = {name for name in curation_functions()
-               if not VARIANTS.get(name, {name}) <= covered}
+               if not VARIANTS.get(FORWARDS.get(name, name), {FORWARDS.get(name, name)})
+               <= covered}
     assert len(curation_functions()) >= 14
     assert missing == set(), "add a case_<name> below for each new curation action"
 
