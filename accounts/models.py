@@ -10,7 +10,6 @@ Public ids (``org_…``, ``repo_…``) are random, stable strings; integer ids n
 
 from __future__ import annotations
 
-import hashlib
 import secrets
 
 from django.conf import settings
@@ -402,12 +401,6 @@ class Membership(models.Model):
 
 
 TOKEN_PREFIX = "ctx"
-
-
-def hash_token_secret(secret: str) -> str:
-    # Tokens are 32 random bytes: a fast hash is enough (no dictionary to guess from), and it
-    # keeps authentication off the hot path's budget.
-    return hashlib.sha256(secret.encode()).hexdigest()
 
 
 class ApiToken(PublicIdModel):

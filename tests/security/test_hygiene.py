@@ -27,9 +27,9 @@ from django.db import connection
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
 
-from accounts.models import ApiToken, hash_token_secret
+from accounts.models import ApiToken
 from accounts.permissions import SYSTEM
-from accounts.tokens import create_token
+from accounts.tokens import create_token, hash_token_secret
 from contexts.governance import dedup_review, nudges
 from contexts.models import (
     AuditEvent,

@@ -2,8 +2,9 @@
 a fragment — who was then e-mailed it, could edit it from a login-free nudge link (the version
 recording no editor), and an unknown name fell back silently (a cross-tenant username oracle).
 
-After: an owner named in front matter must curate the target scope, else the uploader keeps it
-and the job warns in words that do not say whether the name exists; a nudge-link edit records
+After: an owner named in front matter must curate the target scope, else the next rule of the
+owner chain decides (issue 38: CODEOWNERS, front matter, the file's git author, the scope's tech
+lead — never whoever ran the ingest) and the job warns in words that do not say whether the name exists; a nudge-link edit records
 its editor; a link stops working for someone who lost access.
 """
 
@@ -43,14 +44,14 @@ def owners(job: IngestionJob) -> set[str]:
 
 def test_an_owner_outside_the_organization_is_not_honoured(cast, tmp_path, settings):
     job = ingest_with_owner(cast, tmp_path, "stranger", settings)  # admin of globex only
-    assert owners(job) == {"teammate"}  # the uploader
+    assert owners(job) == {"lead"}  # the scope's tech lead, not the uploader (teammate)
     [warning] = job.warnings
     assert "stranger" in warning["reason"] and warning["path"] == "runbook.md"
 
 
 def test_a_member_who_may_not_curate_is_not_honoured(cast, tmp_path, settings):
     job = ingest_with_owner(cast, tmp_path, "viewer", settings)
-    assert owners(job) == {"teammate"} and len(job.warnings) == 1
+    assert owners(job) == {"lead"} and len(job.warnings) == 1
 
 
 def test_the_warning_does_not_tell_whether_the_name_exists(cast, tmp_path, settings):
