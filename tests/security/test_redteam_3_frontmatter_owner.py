@@ -4,8 +4,9 @@ recording no editor), and an unknown name fell back silently (a cross-tenant use
 
 After: an owner named in front matter must curate the target scope, else the next rule of the
 owner chain decides (issue 38: CODEOWNERS, front matter, the file's git author, the scope's tech
-lead — never whoever ran the ingest) and the job warns in words that do not say whether the name exists; a nudge-link edit records
-its editor; a link stops working for someone who lost access.
+lead — never whoever ran the ingest) and the job warns in words that do not say whether the
+name exists; a nudge-link edit records its editor; a link stops working for someone who lost
+access.
 """
 
 from __future__ import annotations
