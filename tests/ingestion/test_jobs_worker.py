@@ -189,9 +189,11 @@ def test_a_job_survives_its_worker_being_sigkilled(ingest_target, start_workers,
 
     start_workers("rescuer")
     rescuer_up = clock()
-    wait_for("redelivery", lambda: job_state(job.pk).attempts == 2, timeout=120)
+    # Deadlines, not speed checks: under `make test`'s parallel processes on two cores a worker
+    # loading the model and ingesting took over 120 s (measured); correctness is what counts.
+    wait_for("redelivery", lambda: job_state(job.pk).attempts == 2, timeout=600)
     redelivered = clock()
-    done = wait_for("the redelivered job to finish", lambda: finished(job.pk), timeout=120)
+    done = wait_for("the redelivered job to finish", lambda: finished(job.pk), timeout=600)
     completed = clock()
 
     # The same files, uninterrupted, into a fresh organization (same worker).
@@ -199,7 +201,7 @@ def test_a_job_survives_its_worker_being_sigkilled(ingest_target, start_workers,
     repo = RepositoryFactory(org=org)
     reference = create_job(SYSTEM, repo.scope, str(corpus), created_by=t.creator)
     enqueue(reference)
-    reference_done = wait_for("the reference job", lambda: finished(reference.pk), timeout=120)
+    reference_done = wait_for("the reference job", lambda: finished(reference.pk), timeout=600)
     reference_took = clock() - completed
 
     print(f"\nfirst progress {at_kill.files_done}/{FILES} files at {killed - queued:.1f} s; "
