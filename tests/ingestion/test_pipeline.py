@@ -123,7 +123,7 @@ def test_a_mixed_tree_becomes_fragments_pointers_links_vectors_and_index_entries
     skipped = {entry["path"]: entry["reason"] for entry in job.skipped}
     assert skipped.keys() == {"big.md", "src/blob.py", "node_modules/"}
     assert skipped["src/blob.py"] == "binary content"
-    assert skipped["big.md"].startswith("too large:") and "limit 20000" in skipped["big.md"]
+    assert skipped["big.md"].startswith("too large:") and "limit 20 kB" in skipped["big.md"]
 
     fragments = by_pointer(t)
     assert job.fragments_created == len(set(fragments.values())) == len(fragments) == 10
