@@ -195,6 +195,12 @@ def django_db_modify_db_settings(services: Services) -> None:
     settings.DATABASE_OWNER = {"USER": PG_OWNER_ROLE,
                                "PASSWORD": services.postgres.password(PG_OWNER_ROLE)}
     settings.CACHES["default"]["LOCATION"] = services.redis.url
+    # The product bounds a Redis reply at 0.5 s (a blackholed Redis must not hold a worker);
+    # on a machine running the suite's parallel workers and model children a live Redis can be
+    # that slow, and a reply counted as "down" lifts the throttles a test is checking. Tests of
+    # a Redis that is down stop a real one, which refuses at once.
+    settings.CACHES["default"]["OPTIONS"] = {**settings.CACHES["default"].get("OPTIONS", {}),
+                                             "socket_timeout": 5, "socket_connect_timeout": 5}
     # A cache client created earlier (at import, or by a test without the database) copied
     # the old location; drop it so the next use connects to the session's Redis.
     from django.core.cache import caches
