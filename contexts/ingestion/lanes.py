@@ -28,6 +28,15 @@ INTERACTIVE = "interactive"
 BULK = "bulk"
 QUEUES = (INTERACTIVE, BULK)
 
+# The worker processes a deployment runs, one per lane, and the queues each consumes. The
+# interactive one also drains "celery", the queue of messages sent before the lanes existed.
+# ``manage.py runstack`` starts these; ``docker/compose.yaml`` runs the same two services
+# (``tests/foundation/test_deployment.py`` holds them to this).
+WORKER_QUEUES: dict[str, tuple[str, ...]] = {
+    BULK: (BULK,),
+    INTERACTIVE: (INTERACTIVE, "celery"),
+}
+
 # The queues and the tasks that always run in the bulk lane are in settings (CELERY_TASK_QUEUES,
 # CELERY_TASK_ROUTES: re-embedding, index rebuilds, the nightly governance passes); the rest
 # default to the interactive lane, or are routed per call here (ingest, sync_source).

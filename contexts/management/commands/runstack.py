@@ -31,6 +31,7 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
+from contexts.ingestion import lanes
 from contexts.stack import runsettings
 from contexts.stack.servers import EmbeddedServiceError, EmbeddedStack
 from contexts.web.serving import ASGI_WORKER_CLASS
@@ -150,8 +151,8 @@ class Command(BaseCommand):
             # one encodes with every core (torch), so a second bulk process would only halve
             # each one's speed; the interactive one sleeps until a person asks for something.
             # It also drains "celery", the queue of messages sent before the lanes existed.
-            "worker": _worker(python, "bulk", "bulk"),
-            "worker-interactive": _worker(python, "interactive", "interactive,celery"),
+            "worker": _worker(python, lanes.BULK),
+            "worker-interactive": _worker(python, lanes.INTERACTIVE),
             # Beat at WARNING: at INFO it logs every due task, dozens a minute, which buried the
             # worker's own lines in `make run`'s output.
             "beat": [python, "-m", "celery", "-A", "contexts", "beat", "--loglevel", "WARNING",
@@ -219,10 +220,11 @@ class _Stop(Exception):
     pass
 
 
-def _worker(python: str, name: str, queues: str) -> list[str]:
+def _worker(python: str, lane: str) -> list[str]:
+    queues = ",".join(lanes.WORKER_QUEUES[lane])
     return [python, "-m", "celery", "-A", "contexts", "worker", "--loglevel", "INFO",
             "--concurrency", os.environ.get("CELERY_CONCURRENCY", "1"), "--queues", queues,
-            "--hostname", f"{name}-{os.getpid()}@%h"]
+            "--hostname", f"{lane}-{os.getpid()}@%h"]
 
 
 def _local(host: str) -> str:
