@@ -489,7 +489,7 @@ class ExternalIdentity(models.Model):
     subject for the person, never the e-mail alone (issue 26, ADR 0019).
 
     Not a tenant table: like the account itself, an identity spans every organization the
-    person belongs to. The refresh token is stored sealed (``contexts.services.oidc``) and
+    person belongs to. The refresh token is stored sealed (``contexts.sso.oidc``) and
     lets the periodic check ask the provider whether the person is still there.
     """
 

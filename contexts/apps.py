@@ -44,7 +44,7 @@ class ContextsConfig(AppConfig):
         documents_changed.connect(evidence_follow.follow_documents,
                                   dispatch_uid="governance.evidence.follow")
         metrics.add_scrape_collector(follower.LAG_COLLECTOR)
-        from contexts.services import oidc
+        from contexts.sso import oidc
 
         if oidc.enabled():
             # A mistake in the group mapping stops the start, naming where it is, rather than

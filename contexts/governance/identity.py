@@ -53,8 +53,9 @@ from accounts.models import (
 from accounts.permissions import SYSTEM
 from contexts.governance import nudges
 from contexts.models import Nudge
-from contexts.services import audit, oidc
-from contexts.services.oidc import Grant, SignInFailed
+from contexts.services import audit
+from contexts.sso import oidc
+from contexts.sso.oidc import Grant, SignInFailed
 
 logger = logging.getLogger(__name__)
 

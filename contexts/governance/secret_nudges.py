@@ -18,7 +18,7 @@ from typing import Any
 from contexts.governance import nudges
 from contexts.models import Fragment, FragmentStatus, SecretFinding
 from contexts.models.secrets import SecretAction, SecretOrigin
-from contexts.services.secret_scan import PLACEHOLDER_MARK
+from contexts.secret_scan import PLACEHOLDER_MARK
 
 logger = logging.getLogger(__name__)
 REASON = "secret"

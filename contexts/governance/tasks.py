@@ -18,7 +18,7 @@ from contexts.governance.dedup_review import propose_duplicates as propose
 from contexts.governance.identity import recheck_due
 from contexts.governance.reembed import build, drop_expired_shadows, resume_building
 from contexts.governance.staleness import scan
-from contexts.services import oidc
+from contexts.sso import oidc
 
 
 def _now(now: str | None) -> dt.datetime | None:

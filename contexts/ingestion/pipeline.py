@@ -54,11 +54,11 @@ from contexts.models import (
 from contexts.models.fragments import LinkKind
 from contexts.models.jobs import IngestionJob
 from contexts.models.secrets import SecretAction, SecretOrigin
+from contexts.secret_scan import PLACEHOLDER_MARK, Finding, describe
 from contexts.services import db_retry
 from contexts.services import evidence as evidence_service
 from contexts.services import fragments as fragment_service
 from contexts.services import secrets as secret_service
-from contexts.services.secret_scan import PLACEHOLDER_MARK, Finding, describe
 
 logger = logging.getLogger(__name__)
 UID_NAMESPACE = uuid.UUID("6f1c3a52-8a43-4c1e-9a57-2f0c8e7b9d10")

@@ -9,7 +9,7 @@ The use cases (``contexts.usecases.portability``) decide who may, and re-derive 
 and the lexical index.
 """
 
-from contexts.services.portability.archive import (
+from contexts.portability.archive import (
     FORMAT,
     VERSION,
     Archive,
@@ -17,8 +17,8 @@ from contexts.services.portability.archive import (
     Limits,
     read_archive,
 )
-from contexts.services.portability.export import export_organization
-from contexts.services.portability.restore import Restored, restore
+from contexts.portability.export import export_organization
+from contexts.portability.restore import Restored, restore
 
 __all__ = ["FORMAT", "VERSION", "Archive", "ArchiveRefused", "Limits", "Restored",
            "export_organization", "read_archive", "restore"]

@@ -31,7 +31,7 @@ from contexts.models import (
 )
 from contexts.models.bundles import ContextOwner, ContextSubscription
 from contexts.models.fragments import FragmentContext
-from contexts.services.portability.archive import GRANTS_LEFT_OUT, jsonl, write_archive
+from contexts.portability.archive import GRANTS_LEFT_OUT, jsonl, write_archive
 
 # What version 1 deliberately does not carry, and why (also in the manifest and the docs).
 LEFT_OUT = {

@@ -63,9 +63,9 @@ from contexts.models.fragments import (
     fragment_public_id,
 )
 from contexts.models.governance import NudgeAnswer, NudgeState
+from contexts.portability.archive import GRANTS_LEFT_OUT, Archive, ArchiveRefused
 from contexts.services import fragments as fragment_service
 from contexts.services.errors import InvalidOperation
-from contexts.services.portability.archive import GRANTS_LEFT_OUT, Archive, ArchiveRefused
 
 # New uids for fragments whose own is taken in this instance (a copy in the instance it came
 # from): derived from the new organization's public id and the old uid, so unique per copy.

@@ -40,10 +40,10 @@ from contexts.models import (
 from contexts.models.changes import ChangeKind
 from contexts.models.fragments import LinkKind, Namespace
 from contexts.models.secrets import SecretAction, SecretOrigin
+from contexts.secret_scan import redact, scan
 from contexts.services import audit, change_feed, secrets
 from contexts.services import evidence as evidence_service
 from contexts.services.errors import EditConflict, InvalidOperation
-from contexts.services.secret_scan import redact, scan
 
 # Sent (after commit) with the ids of fragments whose text, metadata, status or visibility
 # changed, so derived indexes (tantivy, embeddings) and open nudges can follow. Receivers:
@@ -705,7 +705,7 @@ def import_fragments(principal: Any, org_scope: Scope, fragments: list[Fragment]
                      in_contexts: Iterable[tuple[Fragment, Context]] = (),
                      supersessions: Iterable[tuple[Fragment, Fragment]] = ()) -> list[Fragment]:
     """Write an organization's fragments as an archive holds them (``manage.py import_org``,
-    ``contexts.services.portability``): each with its every version, status and supersession
+    ``contexts.portability``): each with its every version, status and supersession
     as they were, not as new edits — no version is added (the archive carries the history and
     its audit trail); one ``fragment.import`` event per fragment says who brought it in. The
     change feed records each one as created and the receivers embed it, unless the caller

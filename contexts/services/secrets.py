@@ -34,9 +34,9 @@ from django.db import transaction
 from accounts.models import Organization, new_public_id
 from accounts.permissions import principal_user
 from contexts.models import SecretAction, SecretFinding
+from contexts.secret_scan import Finding, describe, redact, scan
 from contexts.services import audit
 from contexts.services.errors import InvalidOperation
-from contexts.services.secret_scan import Finding, describe, redact, scan
 
 REDACT, REFUSE = "redact", "refuse"
 TITLE_LINE = 0  # a finding in a title (or a heading, or a path) is recorded on line 0

@@ -16,8 +16,8 @@ from django.db import connection
 from django.utils import timezone
 
 from accounts.sql import insert_statement, insert_values
+from contexts import secret_scan
 from contexts.models import RetrievalTrace
-from contexts.services import secret_scan
 
 BATCH = 5000
 

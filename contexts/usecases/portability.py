@@ -27,12 +27,7 @@ from accounts.models import Organization
 from accounts.permissions import SYSTEM, may
 from contexts.indexes import follower, indexing
 from contexts.models import Context, Fragment, FragmentStatus
-from contexts.retrieval.dense import QueryEmbedding
-from contexts.retrieval.pipeline import retrieve
-from contexts.retrieval.types import RetrievalRequest
-from contexts.services import audit
-from contexts.services import fragments as fragment_service
-from contexts.services.portability import (
+from contexts.portability import (
     ArchiveRefused,
     Limits,
     Restored,
@@ -40,6 +35,11 @@ from contexts.services.portability import (
     read_archive,
     restore,
 )
+from contexts.retrieval.dense import QueryEmbedding
+from contexts.retrieval.pipeline import retrieve
+from contexts.retrieval.types import RetrievalRequest
+from contexts.services import audit
+from contexts.services import fragments as fragment_service
 from contexts.usecases import sources
 from contexts.usecases.errors import NotVisible, Refused
 

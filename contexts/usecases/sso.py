@@ -1,7 +1,7 @@
 """Single sign-on use cases (issue 26): completing a sign-in the provider vouched for, and an
 administrator's one action against a departed person's agent tokens.
 
-The protocol (redirect, callback, ID-token validation) is ``contexts.services.oidc``; who the
+The protocol (redirect, callback, ID-token validation) is ``contexts.sso.oidc``; who the
 person is and which roles their groups give is ``contexts.governance.identity``.
 """
 
@@ -16,7 +16,8 @@ from django.utils import timezone
 from accounts.models import ApiToken, Organization
 from accounts.tokens import revoke_token
 from contexts.governance import identity
-from contexts.services import audit, oidc
+from contexts.services import audit
+from contexts.sso import oidc
 from contexts.usecases.errors import NotVisible
 from contexts.usecases.members import require_admin
 

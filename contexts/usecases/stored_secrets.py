@@ -32,10 +32,10 @@ from django.db import transaction
 from accounts.models import Organization
 from accounts.permissions import SYSTEM
 from contexts.models import Fragment, FragmentStatus
+from contexts.secret_scan import Finding, describe, scan
 from contexts.services import secrets
 from contexts.services.errors import EditConflict
 from contexts.services.fragments import edit_fragment, rescanning_stored_text, retire_fragment
-from contexts.services.secret_scan import Finding, describe, scan
 
 BATCH = 500
 ATTEMPTS = 3  # a concurrent edit between reading and editing: read again

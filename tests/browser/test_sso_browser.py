@@ -16,7 +16,7 @@ from django.contrib.sessions.models import Session
 from playwright.sync_api import Page, expect
 
 from accounts.models import ExternalIdentity, Membership, Organization, Role
-from contexts.services import oidc
+from contexts.sso import oidc
 from tests.factories import OrganizationFactory, RepositoryFactory
 from tests.oidc_provider.fixture import Provider, oidc_provider  # noqa: F401 - the fixture
 from tests.sso.support import PASSWORD, Sso, configure

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from contexts.services import secret_scan
+from contexts import secret_scan
 from contexts.services.secrets import screen_file
 from tests.secrets.fakes import Secrets
 

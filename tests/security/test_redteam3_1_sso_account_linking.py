@@ -28,7 +28,7 @@ from django.test import Client
 from accounts import emails
 from accounts.models import ExternalIdentity, Membership, Organization, Role, VerifiedEmail
 from accounts.permissions import may
-from contexts.services import oidc
+from contexts.sso import oidc
 from tests.console.conftest import client_for
 from tests.factories import OrganizationFactory, RepositoryFactory, UserFactory
 from tests.oidc_provider.fixture import (  # noqa: F401 - oidc_provider is the fixture

@@ -26,8 +26,8 @@ from accounts import emails
 from accounts.models import Invitation, InvitationState, Membership, Role
 from accounts.permissions import may
 from contexts.models import AuditEvent
-from contexts.services import oidc
-from contexts.services.portability.export import export_files
+from contexts.portability.export import export_files
+from contexts.sso import oidc
 from tests.console.conftest import client_for
 from tests.domain.conftest import cast  # noqa: F401 - fixture
 from tests.factories import UserFactory

@@ -46,7 +46,7 @@ from contexts.models import (
     SourcePointer,
     tenancy,
 )
-from contexts.services.secret_scan import normalised, redact, scan
+from contexts.secret_scan import normalised, redact, scan
 from contexts.usecases.ingestion import SubmitSource, create_job, submit
 from tests.domain.conftest import cast  # noqa: F401 - fixture
 from tests.ingestion.conftest import ingest_target, write_tree  # noqa: F401 - fixtures

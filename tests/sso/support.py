@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 import pytest
 from django.test import Client
 
-from contexts.services import oidc
+from contexts.sso import oidc
 from tests.oidc_provider.fixture import Provider, sign_in_at_provider
 
 TIMEOUT = 30

@@ -25,8 +25,8 @@ from contexts.governance import identity
 from contexts.governance.tasks import recheck_identities
 from contexts.models import AuditEvent, Nudge, Pin
 from contexts.models.governance import NudgeState
-from contexts.services import oidc
 from contexts.services.fragments import create_fragment
+from contexts.sso import oidc
 from contexts.usecases import members
 from tests.factories import OrganizationFactory, RepositoryFactory, UserFactory
 from tests.oidc_provider.fixture import (  # noqa: F401 - oidc_provider is the fixture

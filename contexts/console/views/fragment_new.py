@@ -30,8 +30,8 @@ from contexts.console.views.common import get_org, org_context
 from contexts.kernel.compression import packed_tokens
 from contexts.kernel.tokens import count_tokens
 from contexts.models import FragmentKind
+from contexts.secret_scan import describe, redact, scan
 from contexts.services.errors import InvalidOperation
-from contexts.services.secret_scan import describe, redact, scan
 from contexts.services.secrets import policy
 from contexts.usecases.errors import NotVisible, Refused
 from contexts.usecases.fragments import (

@@ -1,5 +1,5 @@
 """Single sign-on in the console: the redirect to the company's identity provider and the
-callback (authorization code with PKCE; ``contexts.services.oidc``). A refused callback shows
+callback (authorization code with PKCE; ``contexts.sso.oidc``). A refused callback shows
 a page saying why, with status 403, and signs nobody in."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET
 
-from contexts.services import oidc
+from contexts.sso import oidc
 from contexts.usecases import sso
 
 logger = logging.getLogger(__name__)

@@ -22,7 +22,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from accounts.lookups import find_org
-from contexts.services.secret_scan import Finding, scan
+from contexts.secret_scan import Finding, scan
 from contexts.usecases.stored_secrets import rescan_stored
 
 BINARY_PROBE = 8192
