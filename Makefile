@@ -6,9 +6,10 @@ BIN := $(VENV)/bin
 PORT ?= 8000
 export PORT
 # Test processes in parallel (pytest-xdist): each starts its own PostgreSQL, Redis and test
-# database (tests/conftest.py), and takes whole files so module fixtures are built once.
+# database (tests/conftest.py), and takes whole files so module fixtures are built once, the
+# longest first (tests/conftest.py's order; xdist's own would start them last).
 TEST_WORKERS ?= 3
-XDIST := -n $(TEST_WORKERS) --dist loadfile
+XDIST := -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 # Each test target ends by printing its wall time.
 TIMED = start=$$(date +%s); trap 'echo "make $@: $$(( $$(date +%s) - start )) s wall"' EXIT;
 

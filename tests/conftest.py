@@ -63,6 +63,7 @@ class Services:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(LongestModulesFirst(), "longest-modules-first")
     from django.conf import settings
 
     from contexts import config as configuration
@@ -122,6 +123,47 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if (item.get_closest_marker("slow") or item.get_closest_marker("browser")) and \
                 item.get_closest_marker("timeout") is None:
             item.add_marker(pytest.mark.timeout(SLOW_TIMEOUT))
+
+
+class LongestModulesFirst:
+    """A second collection hook, run after pytest-django's (which moves transactional tests —
+    the golden gate among them — to the end of the run)."""
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        items[:] = longest_modules_first(items)
+
+
+# The modules that take longest (seconds of one worker in make test, measured at 78180fc on CI):
+# the golden gate with the agent cases ~600, the control-character sweep ~290, the worker-kill
+# tests ~190 and ~130, the node simulation ~100. xdist hands out whole files in the order
+# collected (make's --no-loadscope-reorder), so these start first and the run does not end
+# waiting on one of them started last. Only the order depends on this list, never a result.
+LONGEST_MODULES = (
+    "tests/evaluation/test_golden.py",
+    "tests/security/test_redteam_5_nul_ids.py",
+    "tests/ingestion/test_jobs_worker.py",
+    "tests/security/test_redteam_4_worker_death.py",
+    "tests/operations/test_simulate_nodes.py",
+)
+
+
+def longest_modules_first(items: list[pytest.Item]) -> list[pytest.Item]:
+    """The items reordered by module: the :data:`LONGEST_MODULES` in their order, then the
+    modules holding a slow or browser test (they start processes), then the rest, each group in
+    collection order; a module's own items keep theirs (its fixtures are built once)."""
+    heavy = {item.nodeid.split("::")[0] for item in items
+             if item.get_closest_marker("slow") or item.get_closest_marker("browser")}
+
+    def rank(module: str) -> int:
+        if module in LONGEST_MODULES:
+            return LONGEST_MODULES.index(module)
+        return len(LONGEST_MODULES) + (module not in heavy)
+
+    order = {module: i for i, module in enumerate(dict.fromkeys(
+        item.nodeid.split("::")[0] for item in items))}
+    return sorted(items, key=lambda item: (rank(item.nodeid.split("::")[0]),
+                                           order[item.nodeid.split("::")[0]]))
 
 
 # Texts the suite embeds over and over (the same fixture worlds in hundreds of tests): each
