@@ -110,7 +110,7 @@ def test_supersede_refuses_a_replacement_i_cannot_read(cast, notes):
     client = client_for(cast.teammate)
     response = client.post(f"/fragments/{notes.limiter.public_id}/supersede",
                            {"replacement": notes.secret.public_id}, follow=True)
-    assert b"No fragment with that id that you can read" in response.content
+    assert b"Replacement: no fragment with that id that you can read" in response.content
     notes.limiter.refresh_from_db()
     assert notes.limiter.status == "active"
 

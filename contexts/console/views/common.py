@@ -9,7 +9,7 @@ from django.core.paginator import Page, Paginator
 from django.http import HttpRequest
 from django.shortcuts import get_object_or_404
 
-from accounts.models import Organization, Scope
+from accounts.models import Membership, Organization, Scope
 from contexts.console.querysets import visible
 from contexts.kernel.ids import parse_public_id
 from contexts.models import Fragment
@@ -71,5 +71,9 @@ def org_context(request: HttpRequest, org: Organization | None, active: str = ""
         "can_review_proposals": ((lambda: proposals.reviews_in(request.user, org))
                                  if org else False),
         "review_open": (lambda: proposals.open_count(request.user, org)) if org else 0,
+        # Personal tokens are a member's own (a superuser who administers an organization
+        # without belonging to it has none): asked only where a page links them.
+        "is_member": ((lambda: Membership.objects.filter(user=request.user, org=org).exists())
+                      if org else False),
         **extra,
     }

@@ -259,7 +259,7 @@ def fragment_supersede(request: HttpRequest, fragment_id: str) -> HttpResponse:
         replacement = visible(request).fragments().filter(
             public_id=form.cleaned_data["replacement"].strip()).first()
         if replacement is None:
-            messages.error(request, "No fragment with that id that you can read.")
+            messages.error(request, "Replacement: no fragment with that id that you can read.")
         else:
             try:
                 curation.supersede(request.user, fragment, replacement,
@@ -268,7 +268,7 @@ def fragment_supersede(request: HttpRequest, fragment_id: str) -> HttpResponse:
             except InvalidOperation as exc:
                 messages.error(request, str(exc))
     else:
-        messages.error(request, "Give the replacement's fragment id.")
+        messages.error(request, "Replacement: give the replacement's fragment id.")
     return navigate(request, reverse("console:fragment", args=[fragment.public_id]))
 
 
@@ -294,7 +294,7 @@ def fragment_owner(request: HttpRequest, fragment_id: str) -> HttpResponse:
     seen = visible(request)
     form = OwnerForm(request.POST, members=_member_names(seen, fragment))
     if not form.is_valid():
-        messages.error(request, "Choose a member of the organization.")
+        messages.error(request, "Owner: choose a member of the organization.")
         return redirect("console:fragment", fragment_id=fragment.public_id)
     name = form.cleaned_data["owner"]
     new_owner = None if name == NO_OWNER else get_object_or_404(

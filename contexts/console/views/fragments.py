@@ -55,7 +55,10 @@ def fragment_list(request: HttpRequest, scope_id: str) -> HttpResponse:
     page.object_list = attach(page.object_list)  # source, part, heading: one query
     context = {**org_context(request, scope.org, "overview"), **row_context(seen, scope),
                "form": filters.form, "page": page, "next": request.get_full_path(),
-               "can_write": seen.may("curate", scope)}
+               "can_write": seen.may("curate", scope),
+               # Nothing in the scope at all (not merely nothing the filters let through):
+               # the empty table says how to put something in.
+               "scope_empty": not page.object_list and not base.exists()}
     return render_page(request, "console/fragment_list.html", "htmx/fragment_table.html",
                        context, target="fragment-table")
 

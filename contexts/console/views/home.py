@@ -132,6 +132,9 @@ def org_overview(request: HttpRequest, slug: str) -> HttpResponse:
         "session_total": sessions.count(),
         "bundles": with_counts(seen.contexts(org)),
         "can_write": bool(writable_scopes(seen, org)),
+        # A fresh organization (nothing active in any scope it shows this person): the page
+        # says how knowledge gets in, instead of a column of zeros.
+        "first_steps": not any(c["active"] for c in counts.values()),
         **_activity_context(seen, org, compact=False),
     })
 

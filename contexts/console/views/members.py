@@ -67,7 +67,6 @@ def _page(request: HttpRequest, org: Organization, *, status: int = 200,
         "admins": usecase.active_admins(org),
         "add_form": forms.get("add_form") or AddMemberForm(),
         "create_form": forms.get("create_form") or CreateMemberForm(),
-        "repo_form": forms.get("repo_form") or RepositoryRoleForm(repositories=repositories),
         "role_choices": RoleForm.base_fields["role"].choices,
         "created": forms.get("created"), "set_password_url": forms.get("set_password_url"),
         "error": forms.get("error"),
@@ -176,7 +175,10 @@ def member_repository_role(request: HttpRequest, slug: str, username: str) -> Ht
     repositories = list(visible(request).repositories(org))
     form = RepositoryRoleForm(request.POST, repositories=repositories)
     if not form.is_valid():
-        return _page(request, org, repo_form=form, status=400)
+        # The row's form is rendered per member, so the refusal is said above the table,
+        # naming the field it is about.
+        return _page(request, org, status=400,
+                     error=f"{username}: repository role not set — {_named_errors(form)}")
     repository = next(r for r in repositories if r.public_id == form.cleaned_data["repository"])
     try:
         role = call(usecase.set_repository_role, request.user, usecase.SetRepositoryRole(
@@ -186,6 +188,13 @@ def member_repository_role(request: HttpRequest, slug: str, username: str) -> Ht
     messages.success(request, f"{username} on {repository.slug}: "
                               f"{role.replace('_', ' ') if role else 'organization role only'}.")
     return redirect("console:members", slug=org.slug)
+
+
+def _named_errors(form) -> str:
+    """A form's errors in one sentence, each after the name of its field."""
+    return "; ".join(
+        f"{(form.fields[name].label or name).capitalize()}: {' '.join(errors)}"
+        if name in form.fields else " ".join(errors) for name, errors in form.errors.items())
 
 
 @login_required
