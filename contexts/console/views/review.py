@@ -67,7 +67,10 @@ def _act(request: HttpRequest, slug: str, proposal_id: str, action, done: str
         return _page(request, org, error=f"{proposal.public_id}: {what}{exc}",
                      failed=proposal.public_id, status=400)
     title = (decided.result_fragment.title if decided.result_fragment_id else decided.title)
-    messages.success(request, done.format(title=title or decided.public_id))
+    # ``title``: what the fragment is called now; ``proposed``: what the agent called it (a
+    # merge names both, or it reads as if the target had been merged away).
+    messages.success(request, done.format(title=title or decided.public_id,
+                                          proposed=decided.title or decided.public_id))
     return redirect("console:review", slug=org.slug)
 
 
@@ -100,7 +103,7 @@ def merge(request: HttpRequest, slug: str, proposal_id: str) -> HttpResponse:
     return _act(request, slug, proposal_id,
                 lambda p: usecase.merge(request.user, p, into, body=_text(request, "body") or "",
                                         title=_text(request, "title")),
-                "Merged “{title}” into the existing fragment.")
+                "Merged the proposal “{proposed}” into “{title}”.")
 
 
 @login_required
