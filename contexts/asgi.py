@@ -8,7 +8,7 @@ them by hopping between the event loop and a thread several times per request (t
 chain is not all async-capable, and the view is sync): measured with ``bench_retrieve --asgi``,
 the retrieval endpoint answered in 56–57 ms p50 through it and in 42–48 ms through the WSGI
 application on the same server, the same minute. ``CONTEXTS_WEB_THREADS`` requests run at once
-per process.
+per process, MCP tool calls included (they run in the same threads).
 
 Django cannot take ASGI lifespan events, and the MCP SDK needs them (its session manager runs
 for the life of the process), so lifespan goes to the MCP app only.
@@ -59,4 +59,5 @@ def _is_mcp(path: str) -> bool:
 
 django_application = WSGIBridge(wsgi_application, workers=settings.WEB_THREADS,
                                 timeout=settings.REQUEST_BODY_TIMEOUT)
-application = Router(django_application, build_application())
+# MCP's tool calls run in the same request threads: one bound for both surfaces.
+application = Router(django_application, build_application(django_application.executor))

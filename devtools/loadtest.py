@@ -1,5 +1,6 @@
-"""Driving the retrieval endpoint over real HTTP: a gunicorn to serve it, one retrieve call, and a
-closed-loop load generator with its report.
+"""Driving the retrieval endpoint over real HTTP: a gunicorn to serve it, one retrieve call (REST's
+``POST /api/contexts/retrieve`` or MCP's ``tools/call`` of ``retrieve``), and a closed-loop load
+generator with its report.
 
 Shared by ``manage.py bench_retrieve`` (latency of one client against the sum of the raw parts)
 and ``manage.py loadtest`` (many concurrent clients for a fixed time). Standard library only on
@@ -11,7 +12,6 @@ from __future__ import annotations
 import http.client
 import json
 import os
-import random
 import signal
 import socket
 import subprocess
@@ -19,7 +19,7 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
@@ -27,6 +27,7 @@ from urllib.parse import urlsplit
 from django.conf import settings
 
 RETRIEVE_PATH = "/api/contexts/retrieve"
+MCP_PATH = "/mcp"
 STARTUP_TIMEOUT = 120.0
 REQUEST_TIMEOUT = 30.0
 
@@ -112,9 +113,11 @@ class Ask:
     scope: dict[str, str]
     budget_tokens: int = 3200
 
+    def arguments(self) -> dict:
+        return {"query": self.query, "scope": self.scope, "budget_tokens": self.budget_tokens}
+
     def body(self) -> str:
-        return json.dumps({"query": self.query, "scope": self.scope,
-                           "budget_tokens": self.budget_tokens})
+        return json.dumps(self.arguments())
 
 
 def retrieve(conn: http.client.HTTPConnection, token: str, ask: Ask) -> tuple[int, bytes, float]:
@@ -125,6 +128,51 @@ def retrieve(conn: http.client.HTTPConnection, token: str, ask: Ask) -> tuple[in
     response = conn.getresponse()
     payload = response.read()
     return response.status, payload, (time.perf_counter() - started) * 1000
+
+
+def mcp_retrieve(conn: http.client.HTTPConnection, token: str, ask: Ask
+                 ) -> tuple[str, bytes, float]:
+    """One MCP ``tools/call`` of ``retrieve`` on ``conn`` (the server is stateless: no session
+    to open); (outcome, body, milliseconds). The outcome is ``"200"`` for a result, the HTTP
+    status when the request was refused, ``mcp:<code>`` for a tool error (its REST error code)
+    and ``jsonrpc:<code>`` for a JSON-RPC error."""
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                       "params": {"name": "retrieve", "arguments": ask.arguments()}})
+    started = time.perf_counter()
+    conn.request("POST", MCP_PATH, body=body, headers={
+        "Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+        "Authorization": f"Bearer {token}"})
+    response = conn.getresponse()
+    payload = response.read()
+    ms = (time.perf_counter() - started) * 1000
+    return _mcp_outcome(response.status, payload), payload, ms
+
+
+def _mcp_outcome(status: int, payload: bytes) -> str:
+    if status != 200:
+        return str(status)
+    try:
+        answer = json.loads(payload)
+    except ValueError:
+        return "mcp:not_json"
+    if "error" in answer:
+        return f"jsonrpc:{answer['error'].get('code')}"
+    result = answer.get("result") or {}
+    if result.get("isError"):
+        error = (result.get("structuredContent") or {}).get("error") or {}
+        return f"mcp:{error.get('code', 'error')}"
+    return "200"
+
+
+def rest_call(conn: http.client.HTTPConnection, token: str, ask: Ask
+              ) -> tuple[str, bytes, float]:
+    status, payload, ms = retrieve(conn, token, ask)
+    return str(status), payload, ms
+
+
+# How a client sends one ask: (outcome, body, milliseconds); outcome "200" is an answer.
+Call = Callable[[http.client.HTTPConnection, str, Ask], tuple[str, bytes, float]]
+SURFACES: dict[str, Call] = {"rest": rest_call, "mcp": mcp_retrieve}
 
 
 def connect(base_url: str, timeout: float = REQUEST_TIMEOUT) -> http.client.HTTPConnection:
@@ -144,6 +192,14 @@ class LoadResult:
     completed_at: list[float] = field(default_factory=list)  # seconds since the phase began
     warmup_errors: Counter = field(default_factory=Counter)
     first_error: str = ""
+    began_at: float = 0.0    # wall clock (time.time()) of the measured phase, for the traces
+    ended_at: float = 0.0
+    cache_hits: int = 0      # query-vector cache hits / lookups in the measured phase, when
+    cache_lookups: int = 0   # counted (the endpoint's from its traces, raw capacity's itself)
+
+    @property
+    def cache_hit_share(self) -> float:
+        return self.cache_hits / self.cache_lookups if self.cache_lookups else 0.0
 
     @property
     def requests(self) -> int:
@@ -166,13 +222,15 @@ class LoadResult:
         return min(counts.get(i, 0) for i in range(windows)) / window
 
 
-def run_load(base_url: str, tokens: Sequence[str], asks: Sequence[Ask], *, duration: float,
-             warmup: float = 5.0, seed: int = 7, prime: int = 2) -> LoadResult:
-    """``len(tokens)`` closed-loop clients (one thread, connection and token each) send random
-    ``asks``: first ``prime`` requests each (a web process takes connections once its query
-    encoder answers, seconds after it starts), then — every client connected again, so that
-    the connections spread over every worker that is up — ``prime`` more, then ``warmup``
-    seconds of load, then ``duration`` measured seconds."""
+def run_load(base_url: str, tokens: Sequence[str], next_ask: Callable[[], Ask], *,
+             duration: float, warmup: float = 5.0, prime: int = 2,
+             call: Call = rest_call) -> LoadResult:
+    """``len(tokens)`` closed-loop clients (one thread, connection and token each) send the asks
+    ``next_ask`` gives (a :class:`devtools.questions.QuestionStream`, shared) through ``call``:
+    first ``prime`` requests each (a web process takes connections once its query encoder
+    answers, seconds after it starts), then — every client connected again, so that the
+    connections spread over every worker that is up — ``prime`` more, then ``warmup`` seconds of
+    load, then ``duration`` measured seconds."""
     lock = threading.Lock()
     clock: dict[str, float] = {}
     result = LoadResult(seconds=duration)
@@ -180,12 +238,13 @@ def run_load(base_url: str, tokens: Sequence[str], asks: Sequence[Ask], *, durat
     def start_clock() -> None:
         clock["begin"] = time.monotonic() + warmup
         clock["end"] = clock["begin"] + duration
+        result.began_at = time.time() + warmup
+        result.ended_at = result.began_at + duration
 
     connected = threading.Barrier(len(tokens))
     primed = threading.Barrier(len(tokens), action=start_clock)
 
     def client(n: int) -> None:
-        rng = random.Random(seed + n)
         # A cold web process serves only once its encoder has started: priming waits as long
         # as startup may take, the measured requests 30 s at most.
         conn = connect(base_url, timeout=STARTUP_TIMEOUT)
@@ -193,8 +252,7 @@ def run_load(base_url: str, tokens: Sequence[str], asks: Sequence[Ask], *, durat
         def send() -> tuple[str, bytes, float]:
             nonlocal conn
             try:
-                status, payload, ms = retrieve(conn, tokens[n], rng.choice(asks))
-                return str(status), payload, ms
+                return call(conn, tokens[n], next_ask())
             except (OSError, http.client.HTTPException) as exc:
                 conn.close()  # reconnect on the next request
                 conn = connect(base_url, timeout=conn.timeout)
@@ -244,7 +302,7 @@ def run_load(base_url: str, tokens: Sequence[str], asks: Sequence[Ask], *, durat
 
 
 def report_lines(result: LoadResult) -> list[str]:
-    lines = [f"requests        {result.requests} in {result.seconds:.0f} s: "
+    lines: list[str] = [f"requests        {result.requests} in {result.seconds:.0f} s: "
              f"{result.rate:.1f} req/s (slowest 5 s window {result.slowest_window_rate():.1f})"]
     if result.latencies_ms:
         values = result.latencies_ms
@@ -263,16 +321,20 @@ def report_lines(result: LoadResult) -> list[str]:
             f"{code}: {count}" for code, count in sorted(result.warmup_errors.items())))
     if result.first_error:
         lines.append(f"first error     {result.first_error}")
+    if result.cache_lookups:
+        lines.append(f"cache hits      {result.cache_hits} of {result.cache_lookups} "
+                     f"query-vector lookups ({100 * result.cache_hit_share:.1f} %)")
     return lines
 
 
 def capacity_line(result: LoadResult, raw: LoadResult) -> str:
     """``manage.py loadtest``'s last line: the endpoint's throughput next to the raw capacity
-    for the same questions (``devtools.raw_capacity``), and the endpoint's latency and
-    errors (warm-up errors included)."""
+    for the same questions (``devtools.raw_capacity``), and the endpoint's latency, errors
+    (warm-up errors included) and query-vector cache hits."""
     ratio = result.rate / raw.rate if raw.rate else 0.0
     latencies = result.latencies_ms or [0.0]
     errors = result.errors + sum(result.warmup_errors.values())
     return (f"throughput {result.rate:.1f} req/s, raw capacity {raw.rate:.1f} req/s, "
             f"ratio {ratio:.2f}; p50 {percentile(latencies, 0.5):.1f} ms, "
-            f"p99 {percentile(latencies, 0.99):.1f} ms; errors {errors}")
+            f"p99 {percentile(latencies, 0.99):.1f} ms; errors {errors}; "
+            f"cache hits {100 * result.cache_hit_share:.1f} %")

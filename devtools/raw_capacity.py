@@ -1,19 +1,21 @@
-"""The raw capacity of this machine for a set of retrievals: the batched query encoder, tantivy
+"""The raw capacity of this machine for a stream of retrievals: the batched query encoder, tantivy
 and pgvector driven in-process at a given concurrency, with no HTTP, authentication, scope
 resolution, fusion or traces — what ``manage.py loadtest`` divides its throughput by.
 
 The same parts as the server, sized the same way: one encoder child per web worker (each
 batching what its callers send together, ``contexts.embedding.batching``), callers spread over them
 as the server's clients are spread over its workers; each caller thread has its own database
-connection. Scopes are resolved once per distinct scope before the clock starts.
+connection. Scopes are resolved once per distinct scope before the clock starts. The same
+query-vector cache as the endpoint's (``contexts.retrieval.vector_cache``, the node's Redis),
+when it is on: a question the cache holds skips the encoder here as it does there, so a stream
+that repeats questions is cheaper on both sides of the ratio alike; hits are counted.
 """
 
 from __future__ import annotations
 
-import random
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from django.conf import settings
@@ -22,7 +24,7 @@ from django.db import connection
 from accounts.models import Organization
 from contexts.embedding.embedder import resolve_model
 from contexts.indexes.indexing import lexical_index
-from contexts.retrieval import dense, query_encoder
+from contexts.retrieval import dense, query_encoder, vector_cache
 from contexts.services.rls import retrieval_scope
 from contexts.usecases import retrieval
 from devtools.loadtest import Ask, LoadResult
@@ -51,9 +53,14 @@ class _Parts:
         for encoder in self.encoders:  # started and loaded before the clock
             encoder.answer(encoder.submit(self.specs, "warm up"))
 
-    def run(self, caller: int, text: str, scope_ids: Sequence[int]) -> None:
-        encoder = self.encoders[caller % len(self.encoders)]
-        vectors, _done_at = encoder.answer(encoder.submit(self.specs, text))
+    def run(self, caller: int, text: str, scope_ids: Sequence[int]) -> bool:
+        """One retrieval's raw parts; whether its query vectors came from the cache."""
+        vectors = vector_cache.get(self.specs, text)
+        hit = vectors is not None
+        if vectors is None:  # as dense.QueryEmbedding: encode, then remember for the node
+            encoder = self.encoders[caller % len(self.encoders)]
+            vectors, _done_at = encoder.answer(encoder.submit(self.specs, text))
+            vector_cache.put(self.specs, text, vectors)
         self.index.search(text, allowed_scope_ids=scope_ids, limit=DEPTH)
         # The endpoint's own top-k statement under its search settings (hnsw.ef_search,
         # iterative scan), not a bare ORDER BY … LIMIT at pgvector's defaults: that one asks
@@ -64,18 +71,20 @@ class _Parts:
                 cursor.execute(*dense.top_k_query(self.org_id, generation_ids, vector,
                                                   scope_ids, DEPTH))
                 cursor.fetchall()
+        return hit
 
     def close(self) -> None:
         for encoder in self.encoders:
             encoder.close(wait=2.0)
 
 
-def measure(principal: Any, organization: Organization, asks: Sequence[Ask], *, clients: int,
-            workers: int, duration: float, warmup: float, seed: int = 7) -> LoadResult:
-    """``clients`` closed-loop caller threads for ``warmup`` + ``duration`` seconds, over the
-    scopes ``principal`` (a load-test client's token) would be given."""
-    scopes = {key: _scope_ids(principal, ask) for key, ask in
-              {tuple(sorted(ask.scope.items())): ask for ask in asks}.items()}
+def measure(principal: Any, organization: Organization, next_ask: Callable[[], Ask],
+            scopes: Sequence[dict[str, str]], *, clients: int, workers: int, duration: float,
+            warmup: float) -> LoadResult:
+    """``clients`` closed-loop caller threads for ``warmup`` + ``duration`` seconds, asking what
+    ``next_ask`` gives (the endpoint's stream, replayed) in ``scopes``, as ``principal`` (a
+    load-test client's token) would be given them."""
+    resolved = {_key(scope): _scope_ids(principal, Ask("scopes", scope)) for scope in scopes}
     parts = _Parts(organization, workers)
     result = LoadResult(seconds=duration)
     lock = threading.Lock()
@@ -83,14 +92,13 @@ def measure(principal: Any, organization: Organization, asks: Sequence[Ask], *, 
     end = begin + duration
 
     def caller(n: int) -> None:
-        rng = random.Random(seed + n)
         try:
             while (now := time.monotonic()) < end:
-                ask = rng.choice(asks)
+                ask = next_ask()
                 started = time.perf_counter()
-                outcome = "200"
+                outcome, hit = "200", False
                 try:
-                    parts.run(n, ask.query, scopes[tuple(sorted(ask.scope.items()))])
+                    hit = parts.run(n, ask.query, resolved[_key(ask.scope)])
                 except Exception as exc:  # noqa: BLE001 - counted and reported, like HTTP's
                     outcome = type(exc).__name__
                     if not result.first_error:
@@ -102,6 +110,9 @@ def measure(principal: Any, organization: Organization, asks: Sequence[Ask], *, 
                     result.statuses[outcome] += 1
                     result.completed_at.append(time.monotonic() - begin)
                     result.latencies_ms.append(ms)
+                    if vector_cache.slots():
+                        result.cache_lookups += 1
+                        result.cache_hits += hit
         finally:
             connection.close()  # this thread's own
 
@@ -114,3 +125,7 @@ def measure(principal: Any, organization: Organization, asks: Sequence[Ask], *, 
     finally:
         parts.close()
     return result
+
+
+def _key(scope: dict[str, str]) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted(scope.items()))

@@ -9,7 +9,8 @@ AREA = Area("Web", "How a web process serves requests (`contexts/asgi.py`, `cont
             "it to the address people and agents open.",
             shown_default="the address `make run` serves, `http://$HOST:$PORT`"),
     Setting("CONTEXTS_WEB_THREADS", INT, 4,
-            "Django requests served at once per web process.", minimum=1),
+            "Requests served at once per web process: Django's and MCP tool calls, "
+            "in one pool of threads.", minimum=1),
     Setting("CONTEXTS_KEEPALIVE_REQUESTS", INT, 100,
             "Requests a keep-alive connection serves before the server closes it, so that "
             "connections spread over the web processes again (0: no limit).", minimum=0),

@@ -20,18 +20,21 @@ REST error body — so an SDK client reports the reason rather than a bare faile
 
 The server is stateless (every POST stands alone, no MCP session to pin to a worker) and answers
 with plain JSON rather than SSE: no tool streams, and it keeps proxies and gunicorn workers
-simple.
+simple. Tool calls run side by side, as REST requests do: each in a thread of the process's
+request threads (:func:`_in_thread`), with its own database connection.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import json
 import logging
 from collections.abc import Callable
+from concurrent.futures import Executor, ThreadPoolExecutor
 from types import SimpleNamespace
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
-from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import close_old_connections
 from django.http.request import split_domain_port, validate_host
@@ -206,11 +209,42 @@ def _validated(serializer_class: type, data: dict[str, Any]) -> dict[str, Any]:
     return serializer.validated_data
 
 
+T = TypeVar("T")
+
+
+class _Threads:
+    """Where a tool call's synchronous work (the token check, the throttle, the use case) runs:
+    the web process's request threads, which ``contexts.asgi`` hands over (the WSGI bridge's
+    pool; :func:`build_application`), so that ``CONTEXTS_WEB_THREADS`` bounds REST requests and
+    MCP calls together and MCP calls run side by side as REST requests do. Until one is handed
+    over (an app built without it, a test), a pool of that size of its own.
+
+    Not asgiref's thread-sensitive ``sync_to_async``: that runs every such call of the process
+    in one thread, so MCP calls were served one at a time while REST's ran four at once. A
+    call keeps its thread from start to end, and Django's database connections are per
+    thread: no two calls share a connection or a transaction."""
+
+    executor: Executor | None = None
+
+    @classmethod
+    def get(cls) -> Executor:
+        if cls.executor is None:  # the event loop's thread only: no race
+            cls.executor = ThreadPoolExecutor(settings.WEB_THREADS, thread_name_prefix="mcp")
+        return cls.executor
+
+
+async def _in_thread(function: Callable[[], T]) -> T:
+    """``function()`` in a request thread, with the caller's context variables."""
+    context = contextvars.copy_context()
+    return await asyncio.get_running_loop().run_in_executor(_Threads.get(), context.run,
+                                                            function)
+
+
 async def _run(ctx: Context, operation: Callable[[ApiToken], dict[str, Any]],
                id_field: str | None = None) -> CallToolResult:
-    """Run ``operation`` for the request's token as Django runs a sync view under ASGI: in the
-    thread-sensitive executor, with stale database connections dropped before and after (nothing
-    sends request_started / request_finished here)."""
+    """Run ``operation`` for the request's token as Django runs a sync view: in a request
+    thread (:func:`_in_thread`), with stale database connections dropped before and after
+    (nothing sends request_started / request_finished here)."""
     request = ctx.request_context.request
     token = request.scope.get(TOKEN_SCOPE_KEY) if request is not None else None
     if not isinstance(token, ApiToken):
@@ -227,7 +261,7 @@ async def _run(ctx: Context, operation: Callable[[ApiToken], dict[str, Any]],
         finally:
             close_old_connections()
 
-    return await sync_to_async(call, thread_sensitive=True)()
+    return await _in_thread(call)
 
 
 # --- tools --------------------------------------------------------------------------------------
@@ -509,7 +543,7 @@ class BearerTokenMiddleware:
                                 invalid_token=False)
             return
         try:
-            token = await sync_to_async(_verify, thread_sensitive=True)(raw.strip())
+            token = await _in_thread(lambda: _verify(raw.strip()))
         except Exception as exc:
             unavailable = outage(exc)  # contexts/kernel/availability.py: one rule for REST and MCP
             if unavailable is None:
@@ -549,13 +583,16 @@ async def _json(send: Send, status: int, body: dict[str, Any], *,
     await send({"type": "http.response.body", "body": content})
 
 
-def build_application() -> ASGIApp:
+def build_application(threads: Executor | None = None) -> ASGIApp:
     """The ``/mcp`` ASGI app: the SDK's Starlette app behind token authentication, every
     response with the security headers REST responses carry (``contexts.web.csp``).
+    ``threads``: the process's request threads, where the tools run (:class:`_Threads`).
 
     Its lifespan runs the SDK's session manager and must be served: ``contexts.asgi`` forwards
     the ASGI lifespan events here (the middleware lets them through untouched).
     """
+    if threads is not None:
+        _Threads.executor = threads
     app: Starlette = server.streamable_http_app(
         streamable_http_path=MCP_PATH,
         stateless_http=True,

@@ -60,7 +60,7 @@ def test_the_reference_has_every_setting_once_with_its_type_default_and_sentence
     text = REFERENCE.read_text()
     rows = re.findall(r"^\| `([A-Z0-9_]+)`", text, flags=re.MULTILINE)
     assert sorted(rows) == sorted(DECLARED) and len(rows) == len(set(rows)) >= 120
-    assert "| `CONTEXTS_WEB_THREADS` | integer, at least 1 | `4` | Django requests" in text
+    assert "| `CONTEXTS_WEB_THREADS` | integer, at least 1 | `4` | Requests served" in text
 
 
 def test_every_declared_variable_is_read_by_the_product():

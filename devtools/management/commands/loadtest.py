@@ -1,27 +1,40 @@
-"""``manage.py loadtest --duration 60 --clients 16 [--workers N] [--url URL]``: sustained load on
-``POST /api/contexts/retrieve`` against the demo data, with realistic, varied agent questions.
+"""``manage.py loadtest --duration 60 --clients 16 [--repeat-share P] [--surface rest|mcp]
+[--workers N] [--url URL]``: sustained load on the retrieval endpoint against the demo data,
+with a stream of agent questions that do not repeat unless asked to.
+
+The questions (``devtools.questions``): a pool of thousands of distinct ones — the golden set's,
+the shared datasets' (SciFact, CoSQA; used when ``../shared/datasets`` is there) and questions
+generated from the demo corpus (identifiers, pasted errors, paths, questions in words), in the
+golden set's mix — built once per run from files in the checkout. No question is asked twice in
+a run; ``--repeat-share P`` makes a share P of the requests repeat an earlier one.
 
 Without ``--url`` it serves the project itself with gunicorn (uvicorn workers on the ASGI app,
 as ``make run`` does), with the production throttle left on. Every client has its own token, so
 a fleet of 16 stays far below the per-token rate; a 429 is reported separately, and counts as an
-error. Exits non-zero if any request failed.
+error. ``--surface mcp`` sends the same stream as MCP ``tools/call`` of ``retrieve`` to
+``/mcp`` instead of ``POST /api/contexts/retrieve``. Exits non-zero if any request failed.
 
-In the same run it then measures the machine's **raw capacity** for the same questions: the
+In the same run it then measures the machine's **raw capacity** for the same stream: the
 batched query encoder, tantivy and pgvector driven in-process by as many caller threads as
-there are clients, with no HTTP, authentication or traces (``devtools.raw_capacity``). The last
-line reads ``throughput … req/s, raw capacity … req/s, ratio …; p50 … ms, p99 … ms; errors …``.
+there are clients, with no HTTP, authentication or traces (``devtools.raw_capacity``), and the
+same query-vector cache when it is on (``CONTEXTS_QUERY_VECTOR_CACHE_SLOTS``). The cache is
+emptied before each side, so that neither starts with the other's (or an earlier run's)
+vectors. The endpoint's cache hits are counted from its traces of the measured phase (each
+says where its query vector came from). The last line reads ``throughput … req/s, raw capacity
+… req/s, ratio …; p50 … ms, p99 … ms; errors …; cache hits … %``.
 
 The organization must have content: ``demo`` (the default) is created and seeded the way
 ``make run`` seeds it (``manage.py bootstrap``: this repository ingested into ``demo/contexts``),
 with the ingestion run here instead of on a worker. With ``--url`` the tokens are minted in
-this process's database: point it at the server's settings (same ``DATABASE_URL``).
+this process's database and the cache emptied in its Redis: point it at the server's settings
+(same ``DATABASE_URL`` and ``REDIS_URL``).
 """
 
 from __future__ import annotations
 
-import json
 import os
-import re
+from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 
 from django.conf import settings
@@ -31,36 +44,53 @@ from django.core.management.base import BaseCommand, CommandError
 from accounts.lookups import find_org
 from accounts.models import Organization
 from accounts.tokens import create_token, revoke_token
+from contexts.kernel.availability import cache_redis, redis_call
 from contexts.management.commands.bootstrap import DEMO_ORG
-from contexts.models import Fragment, FragmentStatus, IngestionJob, JobState
+from contexts.models import Fragment, FragmentStatus, IngestionJob, JobState, RetrievalTrace
+from contexts.retrieval import vector_cache
 from contexts.stack.servers import EmbeddedServiceError, EmbeddedStack
 from contexts.usecases import ingestion
 from devtools import raw_capacity
-from devtools.loadtest import Ask, capacity_line, gunicorn, report_lines, run_load
+from devtools.loadtest import (
+    SURFACES,
+    LoadResult,
+    capacity_line,
+    gunicorn,
+    report_lines,
+    run_load,
+)
+from devtools.questions import Pool, QuestionStream, build_pool
 
-GOLDEN_QUERIES = Path(settings.BASE_DIR) / "tests" / "golden" / "queries.jsonl"
-HEADING = re.compile(r"^#{1,4}\s+(.+?)\s*#*\s*$")
-BUDGETS = (800, 1500, 3200)
+SEED = 7
 
 
-def agent_questions() -> list[str]:
-    """What agents ask about this repository: the golden set's questions and the documentation's
-    headings (the demo organization *is* this repository)."""
-    questions: list[str] = []
-    if GOLDEN_QUERIES.exists():
-        with open(GOLDEN_QUERIES) as handle:
-            questions += [json.loads(line)["text"] for line in handle if line.strip()]
-    base = Path(settings.BASE_DIR)
-    for path in [base / "README.md", *sorted((base / "docs").glob("**/*.md"))]:
-        for line in path.read_text(errors="replace").splitlines():
-            match = HEADING.match(line)
-            if match and len(match.group(1)) > 3:
-                questions.append(match.group(1).replace("`", ""))
-    return list(dict.fromkeys(questions))  # unique, in order
+def forget_query_vectors() -> int:
+    """Empty the node's query-vector cache (its keys only); how many entries it held."""
+    def delete() -> int:
+        client = cache_redis()
+        keys = list(client.scan_iter(match=f"{vector_cache.PREFIX}*", count=1000))
+        for start in range(0, len(keys), 1000):
+            client.delete(*keys[start:start + 1000])
+        return len(keys)
+    return redis_call(delete, 0, "query-vector cache")
+
+
+def count_endpoint_hits(result: LoadResult, token_ids: list[int]) -> None:
+    """The endpoint's query-vector cache hits in the measured phase, from its traces: each
+    says whether its query vector came from the cache (``versions.query_vector``)."""
+    traces = RetrievalTrace.objects.filter(
+        token_id__in=token_ids, versions__has_key="query_vector",
+        created_at__gte=datetime.fromtimestamp(result.began_at, UTC),
+        created_at__lt=datetime.fromtimestamp(result.ended_at, UTC))
+    result.cache_lookups = traces.count()
+    result.cache_hits = traces.filter(versions__query_vector="cache").count()
 
 
 class Command(BaseCommand):
-    help = "Sustained concurrent load on the retrieval endpoint; exits 1 on any error."
+    help = ("Sustained concurrent load on the retrieval endpoint (REST or MCP) with a stream of "
+            "distinct agent questions (--repeat-share: a share that repeats), next to the "
+            "machine's raw capacity for the same stream; the last line: throughput, raw "
+            "capacity, ratio, p50, p99, errors, cache hits. Exits 1 on any error.")
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("--duration", type=float, default=60.0, help="measured seconds")
@@ -73,11 +103,25 @@ class Command(BaseCommand):
                             help="gunicorn workers (default: one per core, at least 2)")
         parser.add_argument("--url", help="an already running server to load instead")
         parser.add_argument("--org", default=DEMO_ORG, help="organization (slug) to query")
+        parser.add_argument("--repeat-share", type=float, default=0.0,
+                            help="share of requests (0 to below 1) that repeat an earlier "
+                                 "question; 0 (default): no question is asked twice")
+        parser.add_argument("--surface", choices=sorted(SURFACES), default="rest",
+                            help="rest: POST /api/contexts/retrieve (default); mcp: tools/call "
+                                 "of retrieve at /mcp")
+        parser.add_argument("--datasets", type=Path,
+                            help="the shared datasets' folder, whose queries join the pool "
+                                 "(default: ../shared/datasets beside the checkout)")
 
     def handle(self, *args, duration: float, warmup: float, clients: int, workers: int,
-               url: str | None, org: str, **options) -> None:
+               url: str | None, org: str, repeat_share: float, surface: str, datasets: Path | None,
+               **options) -> None:
         if duration <= 0 or clients < 1 or workers < 1 or warmup < 0:
             raise CommandError("--duration and --clients and --workers must be positive")
+        if not 0.0 <= repeat_share < 1.0:
+            raise CommandError("--repeat-share must be at least 0 and below 1")
+        pool = build_pool(Path(settings.BASE_DIR), datasets, seed=SEED)
+        self.stdout.write(f"question pool: {pool.summary()}")
         stack = EmbeddedStack.from_settings()
         try:
             try:
@@ -85,33 +129,38 @@ class Command(BaseCommand):
             except EmbeddedServiceError as exc:
                 raise CommandError(str(exc)) from exc
             organization = self._organization(org)
-            asks = self._asks(organization)
+            scopes = self._scopes(organization)
+
+            def stream() -> QuestionStream:  # the same sequence for both sides
+                return QuestionStream(pool, scopes, repeat_share=repeat_share, seed=SEED)
+
             # Counted while the database is up: the stack this command started stops below.
             fragments = Fragment.objects.filter(org=organization,
                                                 status=FragmentStatus.ACTIVE).count()
             tokens = [create_token(organization, f"loadtest-{n}", [organization.scope])
                       for n in range(clients)]
             try:
-                result = self._load(url, workers, [raw for _, raw in tokens], asks,
-                                    duration, warmup)
+                asked = stream()
+                forget_query_vectors()
+                result = self._load(url, workers, [raw for _, raw in tokens], asked,
+                                    duration, warmup, surface)
+                count_endpoint_hits(result, [token.pk for token, _ in tokens])
                 self.stdout.write(f"raw capacity: {clients} caller threads, {workers} "
                                   f"batching encoders, {warmup:.0f} s warm-up + "
                                   f"{duration:.0f} s …")
-                raw = raw_capacity.measure(tokens[0][0], organization, asks, clients=clients,
-                                           workers=workers, duration=duration, warmup=warmup)
+                raw_asked = stream()
+                forget_query_vectors()
+                raw = raw_capacity.measure(tokens[0][0], organization, raw_asked, scopes,
+                                           clients=clients, workers=workers,
+                                           duration=duration, warmup=warmup)
             finally:
                 for token, _ in tokens:
                     revoke_token(token)
         finally:
             stack.stop_started()
-        self.stdout.write(f"\n{clients} clients, {organization.slug}: {fragments} fragments, "
-                          f"{len({ask.query for ask in asks})} distinct questions, "
-                          f"{url or f'gunicorn with {workers} workers (ASGI)'}")
-        for line in report_lines(result):
-            self.stdout.write(line)
-        self.stdout.write("raw capacity (in-process: batched encoder + tantivy + pgvector)")
-        for line in report_lines(raw):
-            self.stdout.write("  " + line)
+        self._report(pool, organization.slug, fragments, clients, surface,
+                     url or f"gunicorn with {workers} workers (ASGI)",
+                     (result, asked), (raw, raw_asked))
         self.stdout.write(capacity_line(result, raw))
         if not result.requests:
             raise CommandError("no request was answered in the measured time")
@@ -119,16 +168,37 @@ class Command(BaseCommand):
         if failed:
             raise CommandError(f"{failed} request(s) failed")
 
-    def _load(self, url, workers, tokens, asks, duration, warmup):
+    def _report(self, pool: Pool, org: str, fragments: int, clients: int, surface: str,
+                server: str, endpoint: tuple[LoadResult, QuestionStream],
+                raw: tuple[LoadResult, QuestionStream]) -> None:
+        self.stdout.write(f"\n{clients} clients, {org}: {fragments} fragments, "
+                          f"{pool.size} distinct questions in the pool, {surface.upper()}, "
+                          f"{server}")
+        result, asked = endpoint
+        self.stdout.write(f"questions       {asked.summary()}")
+        for line in report_lines(result):
+            self.stdout.write(line)
+        self.stdout.write("raw capacity (in-process: batched encoder + tantivy + pgvector, "
+                          "the same stream and query-vector cache)")
+        result, asked = raw
+        self.stdout.write(f"  questions       {asked.summary()}")
+        for line in report_lines(result):
+            self.stdout.write("  " + line)
+
+    def _load(self, url: str | None, workers: int, tokens: list[str],
+              next_ask: Callable, duration: float, warmup: float, surface: str) -> LoadResult:
+        call = SURFACES[surface]
         if url:
-            return run_load(url.rstrip("/"), tokens, asks, duration=duration, warmup=warmup)
+            return run_load(url.rstrip("/"), tokens, next_ask, duration=duration,
+                            warmup=warmup, call=call)
         self.stdout.write(f"starting gunicorn ({workers} workers) …")
         # Keep-alive longer than priming takes: a client that waits at the start barrier while
         # the other workers' encoders load must find its connection still open.
         with gunicorn(workers, asgi=True, keepalive=120) as base_url:
             self.stdout.write(f"{len(tokens)} clients for {warmup:.0f} s warm-up + "
-                              f"{duration:.0f} s against {base_url} …")
-            return run_load(base_url, tokens, asks, duration=duration, warmup=warmup)
+                              f"{duration:.0f} s against {base_url} ({surface}) …")
+            return run_load(base_url, tokens, next_ask, duration=duration, warmup=warmup,
+                            call=call)
 
     def _organization(self, slug: str) -> Organization:
         if slug == DEMO_ORG:
@@ -150,10 +220,8 @@ class Command(BaseCommand):
             self.stdout.write(f"ingesting the demo content (job {job.public_id}) …")
             ingestion.run_inline(job)
 
-    def _asks(self, organization: Organization) -> list[Ask]:
-        """Every question at organization level and in each repository, with a few budgets."""
-        scopes = [{"org_id": organization.slug}] + [
+    def _scopes(self, organization: Organization) -> list[dict[str, str]]:
+        """Where agents ask: at organization level and in each repository."""
+        return [{"org_id": organization.slug}] + [
             {"org_id": organization.slug, "repo_id": repo.slug}
-            for repo in organization.repositories.all()]
-        return [Ask(question, scope, budget) for question in agent_questions()
-                for scope in scopes for budget in BUDGETS]
+            for repo in organization.repositories.order_by("slug")]
