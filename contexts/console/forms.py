@@ -146,6 +146,13 @@ class UploadForm(ScopeChoiceForm):
 
 
 class PathForm(ScopeChoiceForm):
+    """Beside the upload form on the Ingest page (superusers): its element ids start with
+    ``path_`` so that each label names its own input (both forms have a ``scope``)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("auto_id", "path_%s")
+        super().__init__(*args, **kwargs)
+
     path = forms.CharField(label="Server path", max_length=1000,
                            help_text="a directory or file readable by the server")
     include_untracked = forms.BooleanField(

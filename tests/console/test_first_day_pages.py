@@ -6,12 +6,16 @@ personal tokens are offered to members, not to a superuser who does not belong."
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
+from accounts.models import Role
 from contexts.services.fragments import create_fragment
+from tests.api.conftest import world  # noqa: F401 - fixture
 from tests.console.conftest import client_for
 from tests.domain.conftest import cast  # noqa: F401 - fixture
-from tests.factories import UserFactory
+from tests.factories import MembershipFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -65,3 +69,52 @@ def test_personal_tokens_are_offered_to_members_only(cast):  # noqa: F811
     root = UserFactory(username="root", is_superuser=True, is_staff=True)
     assert "/o/acme/tokens/personal" not in _html(client_for(root), "/o/acme/tokens/")
     assert 'href="/o/acme/tokens/personal"' in _html(client_for(cast.owner), "/o/acme/tokens/")
+
+
+SKIP = ("/logout/", "/admin/", "/api/", "/static/", "/mcp", "/metrics", "/login/sso")
+
+
+def _links(html: str, base: str) -> list[str]:
+    from urllib.parse import urljoin
+
+    found = []
+    for href in re.findall(r'href="([^"#]*)', html):
+        url = urljoin(base, href.replace("&amp;", "&"))
+        if href and url.startswith("/") and not url.startswith(SKIP):
+            found.append(url)
+    return found
+
+
+def test_every_page_a_team_reaches_answers_and_its_element_ids_are_unique(
+        cast, world, settings, tmp_path):  # noqa: F811
+    """From the home page, every link a superuser who administers the organization can follow
+    (each page once, up to 200): none answers an error, and no page carries one element id
+    twice — a label tied to a repeated id names another form's input (it did on Members and on
+    Ingest)."""
+    settings.INGEST_ROOTS = [str(tmp_path)]  # the Ingest page shows its server-path form too
+    root = UserFactory(username="root", is_superuser=True, is_staff=True)
+    MembershipFactory(user=root, org=cast.org, role=Role.ADMIN)
+    client = client_for(root)
+    seen, queue, failures = set(), ["/"], []
+    while queue and len(seen) < 200:
+        url = queue.pop(0)
+        if url in seen:
+            continue
+        seen.add(url)
+        response = client.get(url)
+        if response.status_code in (301, 302):
+            queue.append(response["Location"])
+            continue
+        if response.status_code >= 400:
+            failures.append(f"{url}: {response.status_code}")
+            continue
+        if "text/html" not in response.get("Content-Type", ""):
+            continue
+        html = response.content.decode()
+        ids = re.findall(r'\sid="([^"]+)"', html)
+        repeated = sorted({i for i in ids if ids.count(i) > 1})
+        if repeated:
+            failures.append(f"{url}: repeated ids {repeated}")
+        queue.extend(link for link in _links(html, url) if link not in seen)
+    assert len(seen) > 40  # the walk reached the organization's pages, not only the home page
+    assert failures == []
