@@ -4,8 +4,9 @@ of the console once more, as a newcomer would; the people half is
 
 The administrator opens the empty repository, follows its "Upload files" link, uploads a
 Markdown file; the job runs (the ingest task, in this process, through the real pipeline); the
-job page links the fragments it made. She searches the repository, writes a fragment, pins it
-and unpins it on the pins board (asked first), edits it, marks it negative (asked first),
+job page links the fragments it made. She searches the repository, writes a fragment, pins,
+unpins and pins it again, gives the pin an expiry and unpins it on the pins board (asked
+first), edits it and compares two versions, marks it negative (asked first),
 verifies it, hands it to the tech lead, retires it (asked first) and restores it (saying why),
 then supersedes it and follows the fragment's link to its supersession chain. An agent's
 proposal is merged into the uploaded fragment on the Review page; a near-duplicate pair is
@@ -89,6 +90,9 @@ def test_a_fresh_repository_is_filled_by_an_upload_and_curated(cast, login, api,
     written = Fragment.objects.get(scope=repo_scope, title="Deploy freeze")
     page.get_by_role("button", name="Pin here Deploy freeze in acme/web").click()
     page.get_by_text("pinned in acme/web").wait_for()
+    page.get_by_role("button", name="Unpin Deploy freeze").click()
+    page.get_by_role("button", name="Pin here Deploy freeze in acme/web").click()
+    page.get_by_text("pinned in acme/web").wait_for()
     page.reload()
     page.locator("section", has=page.get_by_role("heading", name="Pins")) \
         .get_by_role("link", name="acme/web").click()
@@ -107,6 +111,10 @@ def test_a_fresh_repository_is_filled_by_an_upload_and_curated(cast, login, api,
                                    "on-call lead.")
     page.get_by_role("button", name="Save").click()
     page.get_by_text("Saved version 2.").wait_for()
+    page.get_by_label("Compare").select_option("v2")
+    page.get_by_label("with").select_option("v1")
+    page.get_by_role("button", name="Show diff").click()
+    page.locator("#diff").get_by_text("Changes from v2 to v1").wait_for()
     _accept_next_dialog(page, "Mark this fragment as negative context")
     page.get_by_role("button", name="Mark negative").click()
     page.get_by_role("button", name="Unmark negative").wait_for()
