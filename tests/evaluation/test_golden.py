@@ -3,9 +3,9 @@
 ``tests/golden`` is ingested with normal chunking (``source.txt`` points at the repository
 root) into a throwaway organization, and the hybrid pipeline must keep Recall@10 above a bar
 measured on it, overall and for each query type (``metadata.type``: identifiers, pasted errors,
-paths, questions; see ``docs/evaluation.md``). A change to chunking, embedding, fusion or compose
-that loses answers fails ``make test``. The agent cases below ask the same corpus the questions
-that opened issue 19.
+paths, questions, "which file" questions; see ``docs/evaluation.md``). A change to chunking,
+embedding, fusion or compose that loses answers fails ``make test``. The agent cases below ask
+the same corpus the questions that opened issue 19.
 """
 
 from __future__ import annotations
@@ -32,11 +32,17 @@ RECALL_AT_10_BAR = 0.70
 # Recall@10 was 0.5522 (0.5907 at 1a90570, 1,250 fragments): new fragments compete for the
 # top ten of questions. Its bar moved 0.57 → 0.50, still below what losing a class of answers
 # would give.
-TYPE_RECALL_AT_10_BARS = {"id": 0.77, "error": 0.65, "path": 0.69, "nl": 0.50}
+# Issue 41 added 42 questions about how the code behaves to `nl` (`n…`) and the type `file`
+# ("which module …?" in words, 51 queries). Measured 2026-12-06 on the tree at 1fce74e
+# (1,897 fragments), hybrid on the test split: `nl` Recall@10 0.4793, MRR@10 0.3976 (the
+# older `g…` questions MRR@10 0.506, the new `n…` 0.263); `file` Recall@10 0.9216, MRR@10
+# 0.5620. These bars are a ratchet about 0.08 below what was measured, not issue 41's targets
+# (MRR@10 `nl` ≥ 0.70, `file` ≥ 0.80), which the retrieval work of that issue is to reach.
+TYPE_RECALL_AT_10_BARS = {"id": 0.77, "error": 0.65, "path": 0.69, "nl": 0.40, "file": 0.84}
 # With adaptive fusion (2026-12-01, 2d35e85, 814 fragments) hybrid MRR@10 was id 0.95,
 # error 0.88, path 0.91: agents' identifier, error and path queries must keep finding their
-# answer first. The bars sit about 0.07 below.
-TYPE_MRR_AT_10_BARS = {"id": 0.88, "error": 0.80, "path": 0.83}
+# answer first. The bars sit about 0.07 below. `nl` and `file`: the ratchet above.
+TYPE_MRR_AT_10_BARS = {"id": 0.88, "error": 0.80, "path": 0.83, "nl": 0.32, "file": 0.48}
 MIN_QUERIES_PER_TYPE = 40
 
 
