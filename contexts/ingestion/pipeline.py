@@ -137,12 +137,10 @@ class Planned:
 def document_hash(doc: NormalizedDocument, policy_kind: str | None = None) -> str:
     """Body and front matter: an edit of only ``owner:`` or ``kind:`` is still a change. So is
     a new kind from the policy file (folded in only when there is one, so documents without
-    stay unchanged), and a new chunker version: the same file is chunked again (chunks that
-    come out the same stay unchanged, with their vectors)."""
+    stay unchanged)."""
     meta = json.dumps(doc.front_matter, sort_keys=True, default=str)
     policy = f"\npolicy-kind={policy_kind}" if policy_kind else ""
-    return hashlib.sha256(
-        f"{doc.content_hash}\n{meta}{policy}\n{CHUNKER_VERSION}".encode()).hexdigest()
+    return hashlib.sha256(f"{doc.content_hash}\n{meta}{policy}".encode()).hexdigest()
 
 
 def fragment_uid(scope: Scope, path: str, anchor: str) -> uuid.UUID:

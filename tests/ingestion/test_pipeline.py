@@ -232,26 +232,6 @@ def test_reingesting_identical_content_writes_nothing(ingest_target, tree):
     assert indexing.lexical_index(ingest_target.org).count() == 10
 
 
-def test_a_new_chunker_version_chunks_identical_content_again(ingest_target, tree, monkeypatch):
-    first = ingest(ingest_target, tree)
-    chunked: list[str] = []
-    real_chunk = pipeline.chunk
-
-    def chunk(doc):
-        chunked.append(doc.path)
-        return real_chunk(doc)
-
-    monkeypatch.setattr(pipeline, "chunk", chunk)
-    assert ingest(ingest_target, tree).fragments_unchanged == first.fragments_created
-    assert chunked == []  # same content, same chunker: the file is not even chunked
-    monkeypatch.setattr(pipeline, "CHUNKER_VERSION", "chunker-next")
-    again = ingest(ingest_target, tree)
-    assert sorted(chunked) == sorted(SourceDocument.objects.values_list("path", flat=True))
-    # Chunks that come out the same stay as they are, vectors and all.
-    assert again.fragments_unchanged == first.fragments_created
-    assert (again.fragments_created, again.fragments_updated, again.fragments_retired) == (0, 0, 0)
-
-
 def test_changing_one_function_versions_only_that_fragment(ingest_target, tree):
     t = ingest_target
     ingest(t, tree)
