@@ -7,7 +7,9 @@ from .chunk_prose import chunk_markdown, chunk_text
 from .types import CODE_LANGUAGES, Chunk, NormalizedDocument
 
 # Bump whenever chunk boundaries, anchors or chunk text can change for the same input: stored
-# fragments record it, and a different version means "re-chunk", not "unchanged".
+# fragments record it. An unchanged file is still skipped by its document hash, which the
+# evidence of verified fragments also records (contexts/governance/evidence.py), so a bump
+# must come with a way to re-chunk that leaves that hash alone.
 CHUNKER_VERSION = "chunker-1"
 
 
