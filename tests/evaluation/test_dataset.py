@@ -85,6 +85,7 @@ def test_the_golden_dev_split_asks_other_questions_than_the_test_split():
     texts = {dev.queries[qid] for qid in dev.qrels}
     assert not texts & {test.queries[qid] for qid in test.qrels}
     counts = {kind: sum(1 for qid in dev.qrels if dev.query_types.get(qid) == kind)
-              for kind in ("id", "error", "path", "nl")}
+              for kind in ("id", "error", "path", "nl", "file")}
     assert counts["id"] >= 25 and counts["error"] >= 25 and counts["path"] >= 25, counts
-    assert counts["nl"] >= 15 and sum(counts.values()) == len(dev.qrels), counts
+    assert counts["nl"] >= 15 and counts["file"] >= 15, counts
+    assert sum(counts.values()) == len(dev.qrels), counts

@@ -188,7 +188,7 @@ def test_compose_runs_the_application_as_its_own_role_and_redis_with_a_password(
 
     compose = yaml.safe_load((ROOT / "docker" / "compose.yaml").read_text())
     services = compose["services"]
-    for name in ("web", "worker", "beat"):
+    for name in ("web", "worker-interactive", "worker-bulk", "beat"):
         environment = services[name]["environment"]
         assert environment["DATABASE_URL"].startswith("postgres://contexts_app:"), name
         assert "DATABASE_OWNER_URL" not in environment, name  # only the migrate service
