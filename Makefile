@@ -9,6 +9,10 @@ export PORT
 # database (tests/conftest.py), and takes whole files so module fixtures are built once, the
 # longest first (tests/conftest.py's order; xdist's own would start them last).
 TEST_WORKERS ?= 3
+# Let Python keep compiled bytecode (and pytest its rewritten test modules) between runs, even
+# where the environment switches that off: every test process and every `manage.py` a test
+# starts would otherwise compile the tree again (`make test-unit`: 89 → 61 s).
+unexport PYTHONDONTWRITEBYTECODE
 XDIST := -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 # Each test target ends by printing its wall time.
 TIMED = start=$$(date +%s); trap 'echo "make $@: $$(( $$(date +%s) - start )) s wall"' EXIT;

