@@ -2,8 +2,8 @@
 each namespace's active generation, inside the row-level-security context for the scopes.
 
 :class:`DenseLeg` starts the query's forward pass (``query_encoder``) and, once the vector is
-there, runs one statement per model: the top-k and, joined to it, the candidate rows not read
-yet — every round trip after the vector is on the critical path (ADR 0007).
+there, runs one top-k statement per model, then reads the rows of the hits not read yet by
+primary key in one more (see :func:`search`).
 """
 
 from __future__ import annotations
@@ -23,15 +23,9 @@ from contexts.models.embeddings import EMBEDDING_DIM, GenerationState
 from contexts.models.fragments import FragmentStatus
 from contexts.retrieval import query_encoder, vector_cache
 from contexts.retrieval.legs import Collected
-from contexts.retrieval.rows import (
-    COLUMNS,
-    STATUS_ACTIVE,
-    CandidateRows,
-    retrievable,
-    retrievable_params,
-)
+from contexts.retrieval.rows import STATUS_ACTIVE, CandidateRows
 from contexts.retrieval.rows import statuses as returnable_statuses
-from contexts.retrieval.types import CandidateRow, RetrievalRequest
+from contexts.retrieval.types import RetrievalRequest
 from contexts.services.rls import pg_int_array
 
 # Passages read per fragment returned (see _TOP_K_SQL); within HNSW_EF_SEARCH for k = 100.
@@ -212,44 +206,31 @@ def top_k_query(org_id: int, generation_ids: tuple[int, ...], vector: np.ndarray
                  "passage_weight": PASSAGE_WEIGHT}
 
 
-# The top-k and, in the same statement, the rows of the hits not read yet that the request may
-# return (NULL columns for the others): the statement grows by less than a second round trip.
-# Not a LATERAL lookup per hit (tried in issue 25): it saved 3.4 ms on the demo, where the
-# planner hashes the scope's fragments for this join, but on a freshly loaded organization
-# (statistics not yet gathered) the planner walked the organization's index once per hit,
-# 70 ms a statement on 3,334 fragments.
-_HITS_WITH_ROWS_SQL = ("WITH hits AS MATERIALIZED ({top_k}) "
-                       "SELECT h.fragment_id, h.similarity, {columns} FROM hits h "
-                       "LEFT JOIN contexts_fragment f ON f.id = h.fragment_id "
-                       "AND NOT f.id = ANY(%(known)s) AND {retrievable}")
-
-
 def search(request: RetrievalRequest, vectors: dict[tuple[int, ...], np.ndarray],
            rows: CandidateRows) -> list[tuple[int, float]]:
     """The dense hits, best first; the rows of those not in ``rows`` yet are added to it.
-    Must run inside :func:`contexts.services.rls.retrieval_scope`."""
+    Must run inside :func:`contexts.services.rls.retrieval_scope`.
+
+    The hits' rows are a second statement, by primary key (``CandidateRows.read``, the lexical
+    leg's), not joined to the top-k: under row-level security the planner cannot know how many
+    fragments the scopes hold (the allowed set is a setting), guesses a few dozen, and so
+    hashed every fragment of the scope to join 100 hits — 9.7 ms of PostgreSQL's CPU a
+    repository retrieval on the demo's 3,212 fragments, growing with the scope, against
+    ~0.8 ms for the lookup and its round trip (docs/performance.md)."""
     if not request.scope_ids or request.k_dense <= 0:
         return []
     best: dict[int, float] = {}
-    found: dict[int, CandidateRow] = {}
-    known = sorted(rows.by_pk)
     with connection.cursor() as cursor:
         for generation_ids, vector in vectors.items():
-            top_k, params = top_k_query(request.org_id, generation_ids, vector,
+            cursor.execute(*top_k_query(request.org_id, generation_ids, vector,
                                         request.scope_ids, request.k_dense,
-                                        returnable_statuses(request))
-            cursor.execute(
-                _HITS_WITH_ROWS_SQL.format(top_k=top_k, columns=COLUMNS,
-                                           retrievable=retrievable(request)),
-                {**params, **retrievable_params(request), "known": known})
-            for fragment_id, similarity, *columns in cursor.fetchall():
+                                        returnable_statuses(request)))
+            for fragment_id, similarity in cursor.fetchall():
                 # Namespaces sharing a model are one search; across models, a fragment found
                 # by several keeps its best similarity.
                 if similarity > best.get(fragment_id, -2.0):
                     best[fragment_id] = float(similarity)
-                if columns[0] is not None:
-                    found[fragment_id] = CandidateRow(*columns)
-    rows.add(found)
+    rows.read(pks=best)
     return sorted(best.items(), key=lambda item: -item[1])[:request.k_dense]
 
 

@@ -1,8 +1,8 @@
 """The candidates' rows: what scoring and packing need of each fragment a leg or a pin names.
 
-One request reads them into one :class:`CandidateRows`; each leg's statement adds the rows of
-its own hits (the lexical leg by public id, the dense leg joined to its top-k), so no row is
-read twice and no stage costs a round trip of its own. Every read here must run inside
+One request reads them into one :class:`CandidateRows`; each leg adds the rows of its own hits
+(the lexical leg by public id, the dense leg by primary key, the pins' read along with the
+first), so no row is read twice. Every read here must run inside
 :func:`contexts.services.rls.retrieval_scope`.
 """
 
@@ -111,9 +111,10 @@ class CandidateRows:
         self.by_pk.update(rows)
         self.wanted.difference_update(rows)
 
-    def read(self, public_ids: Collection[str] = ()) -> None:
-        """One statement: the rows of ``public_ids`` and of the pks still wanted."""
-        ids = self.wanted - self.by_pk.keys()
+    def read(self, public_ids: Collection[str] = (), pks: Iterable[int] = ()) -> None:
+        """One statement: the rows of ``public_ids``, ``pks`` and the pks still wanted, that
+        are not read yet."""
+        ids = self.wanted.union(pks) - self.by_pk.keys()
         self.wanted = set()
         if not ids and not public_ids:
             return
