@@ -75,8 +75,9 @@ def test_existing_nudges_are_given_public_ids_by_the_migration(cast, nudge):
 def test_the_api_names_open_nudges_by_public_id(cast, api, nudge):  # noqa: F811
     raw = create_personal_token(cast.org, cast.viewer, "script")[1]
     body = as_token(api, raw).get(f"/api/fragments/{nudge.fragment.public_id}").json()
+    # Exactly the public id and the kind: the row's integer key is in no field. (A substring
+    # test for the key's digits failed whenever the random public id happened to hold them.)
     assert body["open_nudges"] == [{"id": nudge.public_id, "kind": NudgeKind.STALE}]
-    assert str(nudge.pk) not in json.dumps(body["open_nudges"])
 
 
 def test_an_answer_link_names_the_nudge_by_public_id_and_still_answers(cast, nudge):
