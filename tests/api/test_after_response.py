@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import psycopg
 import pytest
@@ -131,19 +131,26 @@ def test_tasks_not_started_within_the_bound_are_skipped(caplog, db, settings) ->
 
 
 @pytest.fixture
-def trace_table_locked(services) -> Iterator[None]:
+def trace_table_locked(services) -> Iterator[Callable[[], None]]:
     """Another session holds the trace table (as a migration rewriting it would); released
-    after at most 60 s, so a broken bound fails the test below instead of hanging the suite."""
+    after at most 60 s, so a broken bound fails the test below instead of hanging the suite.
+    Yields the release, for a test that has seen what it wanted and must read the table."""
     owner = psycopg.connect(services.test_database_owner_url)
     owner.execute("SET lock_timeout = '10s'")  # never wait on the test's own transaction
     owner.execute("LOCK TABLE contexts_retrievaltrace IN ACCESS EXCLUSIVE MODE")
-    release = threading.Timer(60, owner.rollback)
-    release.start()
+    lock = threading.Lock()  # the timer and the test may both release
+
+    def release() -> None:
+        with lock:
+            owner.rollback()
+
+    timer = threading.Timer(60, release)
+    timer.start()
     try:
-        yield
+        yield release
     finally:
-        release.cancel()
-        owner.rollback()
+        timer.cancel()
+        release()
         owner.close()
 
 
@@ -165,6 +172,7 @@ def test_a_write_blocked_on_a_lock_gives_up_within_the_bound_and_frees_the_worke
     assert took < 10, took
     assert "canceling statement due to" in caplog.text  # lock timeout or statement timeout
     assert "skipped" in caplog.text  # the bound was spent: the rest did not start
+    trace_table_locked()  # reading the table would wait for the lock's 60 s release
     assert not stored(answer.json()["trace_id"])
     # The worker's connection is usable, outside any transaction, with its own timeouts.
     assert not connection.in_atomic_block
