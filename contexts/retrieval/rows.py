@@ -89,6 +89,10 @@ def retrievable_params(request: RetrievalRequest) -> dict:
 _BY_ID_SQL = ("SELECT {columns} FROM contexts_fragment f WHERE {retrievable} "
               "AND f.id = ANY(%(ids)s::bigint[] || ARRAY(SELECT id FROM contexts_fragment "
               "WHERE public_id = ANY(%(public_ids)s::text[])))")
+# By pks alone (the dense leg's hits): with an empty list of public ids in the statement above,
+# PostgreSQL planned it afresh on every execution (0.29 ms, against 0.02 for its plan kept).
+_BY_PK_SQL = ("SELECT {columns} FROM contexts_fragment f WHERE {retrievable} "
+              "AND f.id = ANY(%(ids)s::bigint[])")
 _BODIES_SQL = "SELECT id, body, heading_path FROM contexts_fragment WHERE id = ANY(%s)"
 
 
@@ -118,10 +122,13 @@ class CandidateRows:
         self.wanted = set()
         if not ids and not public_ids:
             return
-        sql = _BY_ID_SQL.format(columns=COLUMNS, retrievable=retrievable(self.request))
+        params = {**retrievable_params(self.request), "ids": sorted(ids)}
+        if public_ids:
+            params["public_ids"] = sorted(public_ids)
+        sql = (_BY_ID_SQL if public_ids else _BY_PK_SQL).format(
+            columns=COLUMNS, retrievable=retrievable(self.request))
         with prepared_cursor() as cursor:
-            cursor.execute(sql, {**retrievable_params(self.request), "ids": sorted(ids),
-                                 "public_ids": sorted(public_ids)})
+            cursor.execute(sql, params)
             self.by_pk.update((row[0], CandidateRow(*row)) for row in cursor.fetchall())
 
     def pks(self) -> dict[str, int]:
