@@ -22,7 +22,7 @@ from accounts.models import (
     ScopeKind,
     Session,
 )
-from accounts.scopes import readable_scopes
+from accounts.scopes import Readable, readable_scopes
 
 ACTIONS = ("view", "contribute", "curate", "pin", "administer")
 _SCOPE_MODEL = {
@@ -111,13 +111,14 @@ class OnBehalfOf:
         return f"<{self.user.get_username()} by delegation>"
 
 
-def may(principal: Any, action: str, scope: Scope) -> bool:
-    """Whether ``principal`` may perform ``action`` in ``scope``."""
+def may(principal: Any, action: str, scope: Scope, *, known: Readable | None = None) -> bool:
+    """Whether ``principal`` may perform ``action`` in ``scope``. ``known``: the principal's
+    readable scopes already read in this request (``readable_scopes``), not read again."""
     if action not in ACTIONS:
         raise ValueError(f"unknown action {action!r}")
     if principal is SYSTEM or isinstance(principal, OnBehalfOf):
         return True
-    if scope.id not in readable_scopes(principal):
+    if scope.id not in (known if known is not None else readable_scopes(principal)):
         return False
     if action == "view":
         return True

@@ -24,7 +24,7 @@ from accounts.models import (
     Session,
 )
 from accounts.permissions import may
-from accounts.scopes import readable_scopes
+from accounts.scopes import Readable, readable_scopes
 from contexts.models import (
     AuditEvent,
     Context,
@@ -47,7 +47,7 @@ class Visible:
         self._may: dict[tuple[str, int], bool] = {}
 
     @cached_property
-    def scope_ids(self) -> frozenset[int]:
+    def scope_ids(self) -> Readable:
         return readable_scopes(self.user)
 
     @property
@@ -60,7 +60,7 @@ class Visible:
         several queries: roles, guardian grants up the scope tree)."""
         key = (action, scope.id)
         if key not in self._may:
-            self._may[key] = may(self.user, action, scope)
+            self._may[key] = may(self.user, action, scope, known=self.scope_ids)
         return self._may[key]
 
     # --- the scope tree -------------------------------------------------------------------
