@@ -8,9 +8,10 @@ The REST API, the MCP tools, the console's search preview and the evaluation har
 2. inside the row-level-security block for the request's scopes, every read of the retrieval:
    its inputs (``inputs.py``: generations, weights, pins); the legs collected, lexical first so
    that its rows and the pins' are read while the query vector is still on its way, then dense,
-   whose hits' rows not read yet are read by primary key after its top-k (``lexical.py``, ``dense.py``, ``rows.py``);
-   fusion (``fuse.py``, ``adaptive.py``), reranking (``rerank.py``), composition
-   (``compose.py``) and the returned fragments with their citations (``returned.py``);
+   whose hits' rows not read yet are read by primary key after its top-k (``lexical.py``,
+   ``dense.py``, ``rows.py``); fusion (``fuse.py``, ``adaptive.py``), reranking
+   (``rerank.py``), composition (``compose.py``) and the returned fragments with their
+   citations (``returned.py``);
 3. after the answer, the writes it does not depend on: the trace (``trace.py``), the use
    counters and the metrics — handed to ``defer`` when the caller has one (ADR 0010).
 
