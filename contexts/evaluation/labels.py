@@ -15,11 +15,9 @@ A retrieved fragment matches a label when one of its source pointers is in that 
 1. its anchor is the label's anchor, a continuation part of it (``retrieve#2``) or, for a
    definition, a member of it (``Index.search`` is part of ``Index``), or
 2. its line range covers the line where the label's heading or definition starts — so a
-   label still matches after small sections or methods were merged into one chunk whose anchor names
-   the first of them — or, for a Python definition, overlaps the definition's lines: a
-   fragment cut from the middle of a long function or class is part of it. A file's outline
-   (anchor ``__file__``) names the file's definitions without holding them: it matches only
-   a bare-path label or its own anchor.
+   label still matches after small sections or functions were merged into one chunk whose
+   anchor names the first of them — or, for a Python definition, overlaps the definition's
+   lines: a fragment cut from the middle of a long function or class is part of it.
 """
 
 from __future__ import annotations
@@ -30,7 +28,6 @@ from dataclasses import dataclass
 
 from markdown_it import MarkdownIt
 
-from contexts.ingestion.chunk_code import FILE_ANCHOR
 from contexts.ingestion.chunk_prose import _heading_text, slugify
 from contexts.ingestion.normalize import normalize
 
@@ -113,10 +110,7 @@ class SourceTree:
             span = self.spans(pointer.path).get(label.anchor)
             if span is not None and pointer.anchor.startswith(label.anchor + "."):
                 return True  # a member of the labelled class
-            if pointer.start_line is None or pointer.end_line is None or \
-                    pointer.anchor == FILE_ANCHOR:
-                # A file's outline names its definitions without holding them: only a bare
-                # path (above) or its own anchor matches it, whatever lines it cites.
+            if pointer.start_line is None or pointer.end_line is None:
                 continue
             line = self.starts(pointer.path).get(label.anchor)
             if line is not None and pointer.start_line <= line <= pointer.end_line:

@@ -10,8 +10,6 @@ neither a lone import line nor a thousand-line class.
 
 Each chunk's text starts with a one-line header in the language's comment syntax naming the
 file and the symbols in it, so a chunk retrieved on its own still says where it comes from.
-A file of several chunks gets one more: its outline (anchor ``__file__``), the unit a
-"which file …?" question can match.
 """
 
 from __future__ import annotations
@@ -25,7 +23,6 @@ from typing import Any
 
 from tree_sitter import Language, Node, Parser
 
-from contexts.kernel.anchors import FILE_OUTLINE_ANCHOR
 from contexts.kernel.tokens import count_tokens
 
 from .packing import Draft, LineTable, build_chunks, pack
@@ -43,12 +40,6 @@ CLASS_SPLIT_TOKENS = 480
 OVERLAP_TOKENS = 64
 SYMBOL_RESERVE = 24  # header tokens kept free for symbol names and "(part i/n)"
 MAX_HEADER_SYMBOLS = 6  # merged chunks list their definitions; beyond this, "+N more"
-# The file outline: one extra chunk per file of several chunks (see ``_outline_draft``).
-FILE_ANCHOR = FILE_OUTLINE_ANCHOR
-FILE_OUTLINE_LABEL = "file outline"
-OUTLINE_DOC_TOKENS = 240  # the module docstring's share of the outline
-OUTLINE_SUMMARY_CHARS = 120  # one definition's summary line
-OUTLINE_MEMBERS = 8  # member names listed after a class's summary
 
 
 @dataclass(frozen=True)
@@ -245,7 +236,6 @@ class _CodeChunker:
         self.doc = doc
         self.grammar = grammar
         self.table = LineTable(doc.text.rstrip("\n").split("\n"))
-        self.root: Node | None = None  # the parsed tree, for the file outline
         # The header names the path and up to a few symbols; long paths get a smaller body.
         path_tokens = count_tokens(f"{grammar.comment if grammar else '#'} {doc.path} · ")
         self.budget = MAX_TOKENS - path_tokens - SYMBOL_RESERVE
@@ -500,7 +490,6 @@ class _CodeChunker:
                 parser = Parser(_language(grammar_key(self.doc.language, self.doc.path)))
                 tree = parser.parse(self.doc.text.encode("utf-8"))
                 units = self._sequence(list(tree.root_node.children), None)
-                self.root = tree.root_node
             except Exception:  # noqa: BLE001 - a grammar problem must not stop ingestion
                 logger.warning(
                     "tree-sitter failed on %s; using line chunks", self.doc.path, exc_info=True
@@ -650,157 +639,8 @@ class _CodeChunker:
                     last.end + 1,
                 )
             )
-        if len(drafts) > 1:
-            outline = self._outline_draft(comment)
-            if outline is not None:
-                drafts.append(outline)
         return build_chunks(drafts, language=self.doc.language, namespace="code",
                             chunker_version=chunker_version)
-
-    # --- the file outline ----------------------------------------------------------------
-
-    def _outline_draft(self, comment: str) -> Draft | None:
-        """The file as one small unit: its path, its module docstring and one line per
-        definition (name and the first line of its docstring or doc comment). A question
-        about which file does something has little else to match: each chunk holds one or a
-        few definitions, and the words that describe the file as a whole are in none of them.
-        Its line range is the docstring's (line 1 without one), so it never covers, and so
-        never stands for, a definition of the file."""
-        if self.root is None or self.grammar is None:
-            return None
-        doc_node = self._module_doc()
-        entries = self._outline_entries()
-        if not entries:
-            return None
-        header = f"{comment} {self.doc.path} · {FILE_OUTLINE_LABEL}"
-        lines = [header]
-        end = 0
-        if doc_node is not None:
-            docstring = _clip_lines(self._doc_text(doc_node), OUTLINE_DOC_TOKENS)
-            lines.append(docstring)
-            end = doc_node.start_point.row + docstring.count("\n")
-        lines.append(f"{comment} defines:")
-        used = count_tokens("\n".join(lines))
-        for index, entry in enumerate(entries):
-            line = f"{comment}   {entry}"
-            cost = count_tokens(line) + 1
-            if used + cost > MAX_TOKENS - 8:
-                lines.append(f"{comment}   +{len(entries) - index} more")
-                break
-            lines.append(line)
-            used += cost
-        return (FILE_ANCHOR, self.doc.path, (), None, "\n".join(lines), 1, end + 1)
-
-    def _module_doc(self) -> Node | None:
-        """The module docstring (Python) or the comment block the file opens with."""
-        assert self.root is not None and self.grammar is not None
-        kids = self.root.named_children
-        if not kids:
-            return None
-        first = kids[0]
-        if self.grammar.module == "tree_sitter_python":
-            if first.type == "expression_statement" and first.named_children \
-                    and first.named_children[0].type == "string":
-                return first
-            return None
-        return first if "comment" in first.type else None
-
-    def _doc_text(self, node: Node) -> str:
-        """A docstring's text, or a leading comment's together with the comments right
-        below it (one node per line in most grammars)."""
-        if "comment" not in node.type:
-            return _text(node)
-        lines, row = [], node.start_point.row
-        while node is not None and "comment" in node.type and node.start_point.row <= row + 1:
-            lines.append(_text(node).rstrip("\n"))
-            row, node = _end_row(node), node.next_named_sibling
-        return "\n".join(lines)
-
-    def _outline_entries(self) -> list[str]:
-        """``name — summary`` for each top-level definition, then its members' names."""
-        assert self.root is not None
-        entries: list[str] = []
-        for node in self._outline_nodes(self.root.named_children):
-            name = self._name(node)
-            if not name:
-                continue
-            summary = self._summary(node)
-            entry = f"{name} — {summary}" if summary else name
-            members = self._members(node) or []
-            names = [n for n in (self._name(m) for m in members) if n]
-            if names:
-                entry += f" ({', '.join(names[:OUTLINE_MEMBERS])}"
-                entry += f", +{len(names) - OUTLINE_MEMBERS} more)" if len(names) > \
-                    OUTLINE_MEMBERS else ")"
-            entries.append(entry)
-        return entries
-
-    def _outline_nodes(self, nodes: list[Node]) -> list[Node]:
-        # Definitions wrapped in ``if``/``try`` or a library's IIFE are listed too.
-        out: list[Node] = []
-        for node in nodes:
-            if self._name(node):
-                out.append(node)
-            elif (self.table.tokens(node.start_point.row, _end_row(node)) > self.budget
-                  and (wrapped := self._wrapped_definitions(node))):
-                out.extend(kid for kid in wrapped if self._name(kid))
-        return out
-
-    def _summary(self, node: Node) -> str:
-        """The first line of a definition's docstring, else of the comment right above it."""
-        assert self.grammar is not None
-        inner = self._unwrap(node)
-        body = inner.child_by_field_name("body")
-        if body is not None and body.named_children:
-            first = body.named_children[0]
-            if first.type == "expression_statement" and first.named_children \
-                    and first.named_children[0].type == "string":
-                return _first_line(_text(first))
-        opening = body.prev_named_sibling if body is not None else None
-        if opening is not None and "comment" in opening.type:
-            return _first_line(_text(opening))  # a comment opening the body (Python)
-        # The run of comments (and attributes, decorators) right above it, read top down.
-        run: list[str] = []
-        above, row = node.prev_named_sibling, node.start_point.row
-        while above is not None and above.type in self.grammar.attached \
-                and _end_row(above) + 1 >= row:
-            if "comment" in above.type:
-                run.insert(0, _text(above))
-            row, above = above.start_point.row, above.prev_named_sibling
-        return _first_line("\n".join(run))
-
-
-def _first_line(text: str) -> str:
-    """The first sentence of a docstring or comment (at most ``OUTLINE_SUMMARY_CHARS``), without
-    quotes or comment marks."""
-    words: list[str] = []
-    for line in text.split("\n"):
-        line = line.strip().lstrip("rRbBuU").strip("\"'").lstrip("/*#!").strip()
-        line = line.removesuffix("*/").strip("\"'").strip()
-        if not line:
-            if words:
-                break  # the first paragraph only
-            continue
-        words.append(line)
-        if line.endswith((".", ":", "!", "?")) or sum(map(len, words)) >= OUTLINE_SUMMARY_CHARS:
-            break
-    summary = " ".join(words)
-    if len(summary) > OUTLINE_SUMMARY_CHARS:
-        summary = summary[:OUTLINE_SUMMARY_CHARS].rsplit(" ", 1)[0] + " …"
-    return summary
-
-
-def _clip_lines(text: str, limit: int) -> str:
-    """Leading whole lines of ``text`` within ``limit`` tokens (at least the first line)."""
-    kept: list[str] = []
-    used = 0
-    for line in text.split("\n"):
-        cost = count_tokens(line) + 1
-        if kept and used + cost > limit:
-            break
-        kept.append(line)
-        used += cost
-    return "\n".join(kept)
 
 
 def chunk_code(doc: NormalizedDocument, *, chunker_version: str) -> list[Chunk]:

@@ -32,7 +32,7 @@ from typing import Any
 from accounts.models import new_public_id
 from contexts.kernel.metrics import observe_retrieval
 from contexts.models import RetrievalTrace
-from contexts.retrieval import adaptive, compose, fuse, inputs, outlines
+from contexts.retrieval import adaptive, compose, fuse, inputs
 from contexts.retrieval.dense import DenseLeg, QueryEmbedding
 from contexts.retrieval.legs import Leg, LegUnavailable, Pending, Ranked
 from contexts.retrieval.lexical import LexicalLeg
@@ -76,7 +76,6 @@ def retrieve(request: RetrievalRequest, *, principal: Any = None, record_trace: 
             rows.count_unstored()
             compose.score(candidates, rows.by_pk, given.pins, request, given.weights,
                           given.halflives)
-            outlines.lift(candidates, rows.by_pk)
             packed = complete(compose.pack(candidates, rows.by_pk, request), rows)
     clock.timings["total"] = clock.since_start()
     result = RetrievalResult(packed, candidates, reranker.name, clock.timings, fusion,

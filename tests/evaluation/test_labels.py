@@ -108,16 +108,3 @@ def test_labels_that_name_nothing_are_detected():
     assert not tree.resolves(Label.parse("src/missing.py"))
     tree.remember_pointer_anchors([Pointer("src/scopes.py", "module", 1, 2)])
     assert tree.resolves(Label.parse("src/scopes.py#module"))
-
-
-def test_a_files_outline_answers_for_the_file_not_for_its_definitions():
-    """The outline (anchor ``__file__``) lists the definitions; it is not one of them, even
-    where the line it cites is where a definition starts."""
-    tree = SourceTree({"src/scopes.py": b"def first(x):\n    return x\n\n\ndef second():\n"
-                                        b"    return 2\n"})
-    outline = [Pointer("src/scopes.py", "__file__", 1, 1)]
-    assert tree.matches(Label.parse("src/scopes.py"), outline)
-    assert tree.matches(Label.parse("src/scopes.py#__file__"), outline)
-    assert not tree.matches(Label.parse("src/scopes.py#first"), outline)
-    definition = [Pointer("src/scopes.py", "first", 1, 2)]
-    assert tree.matches(Label.parse("src/scopes.py#first"), definition)

@@ -8,7 +8,6 @@ import pytest
 
 from contexts.ingestion import chunk_code as chunk_code_module
 from contexts.ingestion.chunk import CHUNKER_VERSION, chunk
-from contexts.ingestion.chunk_code import FILE_ANCHOR, MAX_TOKENS
 from contexts.ingestion.normalize import normalize
 from contexts.ingestion.types import Chunk, NormalizedDocument
 from contexts.kernel.tokens import count_tokens
@@ -61,15 +60,6 @@ def assert_well_formed(doc: NormalizedDocument, chunks: list[Chunk], comment: st
     lines = doc.text.rstrip("\n").split("\n")
     anchors = [c.anchor for c in chunks]
     assert len(anchors) == len(set(anchors)), anchors
-    # A file of several chunks ends with its outline, which is not a range of source lines.
-    outlines = [c for c in chunks if c.anchor == FILE_ANCHOR]
-    if len(chunks) > 1:
-        assert outlines == [chunks[-1]], anchors
-        assert outlines[0].text.startswith(f"{comment} {doc.path} · file outline\n")
-        assert outlines[0].symbol is None and outlines[0].token_count <= MAX_TOKENS
-        chunks = chunks[:-1]
-    else:
-        assert not outlines
     covered: set[int] = set()
     for c in chunks:
         assert c.namespace == "code"
@@ -225,9 +215,8 @@ def test_oversized_function_is_split_with_overlap() -> None:
     assert parts[0].start_line <= line_of(doc, "def process_batch")
     assert parts[-1].end_line >= line_of(doc, "return sink.flush")
     # Runts next to a cut function (the import line, a two-line function) are folded into
-    # the neighbouring part instead of becoming chunks of a dozen tokens; the file's outline
-    # comes last.
-    assert chunks == parts + [chunks[-1]] and chunks[-1].anchor == FILE_ANCHOR
+    # the neighbouring part instead of becoming chunks of a dozen tokens.
+    assert chunks == parts
     assert parts[0].text.split("\n")[1] == "import json"
     assert (
         parts[-1]
@@ -241,7 +230,7 @@ def test_overlong_single_line_is_cut_at_token_boundaries() -> None:
     source = f"CONFIG = {{{payload}}}\n\n\ndef use():\n    return CONFIG\n"
     doc = normalize("config.py", source)
     chunks = chunk(doc)
-    pieces = [c for c in chunks if c.start_line == 1 and c.anchor != FILE_ANCHOR]
+    pieces = [c for c in chunks if c.start_line == 1]
     assert len(pieces) >= 2
     assert "".join(body_of(c) for c in pieces) == source.split("\n")[0]
     assert all(c.token_count <= chunk_code_module.MAX_TOKENS for c in chunks)
@@ -265,85 +254,11 @@ def test_grammar_failure_falls_back_to_line_chunks(monkeypatch: pytest.MonkeyPat
 
 def test_anchors_of_earlier_code_survive_an_edit_further_down() -> None:
     source = (SAMPLES / "rate_limiter.py").read_text()
-    # The file's outline (last) lists the new function; the definitions' chunks before the
-    # last one stay as they were.
-    before = chunk(normalize("rate_limiter.py", source))[:-1]
+    before = chunk(normalize("rate_limiter.py", source))
     after = chunk(normalize("rate_limiter.py", source + "\n\ndef added():\n    return 42\n"))
-    assert before[-1].anchor != FILE_ANCHOR
     assert [c.anchor for c in before[:-1]] == [c.anchor for c in after[: len(before) - 1]]
     assert [c.text for c in before[:-1]] == [c.text for c in after[: len(before) - 1]]
 
 
 def test_empty_source_has_no_chunks() -> None:
     assert chunk(normalize("empty.py", b"\n\n")) == []
-
-
-SMALL_MODULE = '''"""Helpers for agent tokens.
-
-Kept apart from the models so the worker can import them.
-"""
-
-import hashlib
-
-SALT = b"contexts"
-
-
-def hash_secret(secret: bytes) -> str:
-    """Hash a secret with SHA-256.
-
-    Secrets are random, so a fast hash is enough.
-    """
-    return hashlib.sha256(SALT + secret).hexdigest()
-
-
-def is_member(user, org) -> bool:
-    # Whether the user belongs to the organization.
-    return org in user.orgs
-
-
-class Box:
-    """A box of tokens."""
-
-    def open(self):
-        return 1
-
-    def close(self):
-        return 0
-''' + (
-    # A function too large to merge with the others, so the file has several chunks.
-    '\n\ndef status_codes():\n    """Every status the worker reports."""\n    return {\n'
-    + "".join(f'        "status_{n}": {n},\n' for n in range(80)) + "    }\n")
-
-
-def test_a_file_of_several_chunks_ends_with_its_outline() -> None:
-    doc = normalize("accounts/helpers.py", SMALL_MODULE)
-    outline = chunk(doc)[-1]
-    assert outline.anchor == FILE_ANCHOR
-    assert outline.title == "accounts/helpers.py"
-    assert (outline.symbol, outline.heading_path) == (None, ())
-    assert outline.text.split("\n") == [
-        "# accounts/helpers.py · file outline",
-        '"""Helpers for agent tokens.',
-        "",
-        "Kept apart from the models so the worker can import them.",
-        '"""',
-        "# defines:",
-        "#   hash_secret — Hash a secret with SHA-256.",
-        "#   is_member — Whether the user belongs to the organization.",
-        "#   Box — A box of tokens. (open, close)",
-        "#   status_codes — Every status the worker reports.",
-    ]
-    # It cites the module docstring's lines, so it never covers (and stands for) a definition.
-    assert (outline.start_line, outline.end_line) == (1, 4)
-    # Doc comments of other languages summarise too.
-    go = chunk(load("rate_limiter.go"))[-1]
-    assert go.anchor == FILE_ANCHOR
-    assert "//   New — New returns a limiter that starts full." in go.text.split("\n")
-    assert go.text.split("\n")[1] == (
-        "// Package ratelimit implements a token bucket shared by the ingestion workers.")
-
-
-def test_a_file_of_one_chunk_has_no_outline() -> None:
-    # One chunk already is the file's unit (a corpus of single functions stays as it is).
-    doc = normalize("snippets/one.py", 'def only(x):\n    """Double it."""\n    return 2 * x\n')
-    assert [c.anchor for c in chunk(doc)] == ["only"]

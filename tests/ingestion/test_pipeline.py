@@ -126,9 +126,7 @@ def test_a_mixed_tree_becomes_fragments_pointers_links_vectors_and_index_entries
     assert skipped["big.md"].startswith("too large:") and "limit 20 kB" in skipped["big.md"]
 
     fragments = by_pointer(t)
-    # Four ADR sections, two other Markdown files, the Go file, and the Python module's three
-    # functions plus its file outline.
-    assert job.fragments_created == len(set(fragments.values())) == len(fragments) == 11
+    assert job.fragments_created == len(set(fragments.values())) == len(fragments) == 10
     assert job.duplicates_collapsed == job.fragments_updated == job.fragments_retired == 0
 
     # Markdown: front matter gives kind and owner to every fragment of the ADR; headings nest.
@@ -158,14 +156,9 @@ def test_a_mixed_tree_becomes_fragments_pointers_links_vectors_and_index_entries
     assert go.kind == "code" and go.language == "go" and go.symbol == "Bucket"
     assert "Bucket.Refill" in go.title and "quokkalimiter" in go.body
 
-    # Every pointer has a line range; within a document the ranges follow each other (a
-    # file's outline sums the file up and cites its first lines: the module docstring).
-    outline = fragments[(METRICS, "__file__")]
-    assert outline.symbol == "" and "#   compute_backlog" in outline.body
-    assert outline.sources.get().start_line == 1
+    # Every pointer has a line range; within a document the ranges follow each other.
     for path in documents:
         ranges = list(SourcePointer.objects.filter(document__path=path, document__repository=t.repo)
-                      .exclude(anchor="__file__")
                       .order_by("start_line").values_list("start_line", "end_line"))
         assert ranges and all(1 <= start <= end for start, end in ranges), (path, ranges)
         assert all(a[1] < b[0] for a, b in zip(ranges, ranges[1:], strict=False)), (path, ranges)
@@ -232,11 +225,11 @@ def test_reingesting_identical_content_writes_nothing(ingest_target, tree):
     assert tallies() == before  # no row added or replaced anywhere (counts and max ids)
     assert dict(Embedding.objects.values_list("fragment_id", "id")) == embeddings
     assert set(Fragment.objects.values_list("version", flat=True)) == {1}
-    assert again.fragments_unchanged == first.fragments_created == 11
+    assert again.fragments_unchanged == first.fragments_created == 10
     assert (again.fragments_created, again.fragments_updated, again.fragments_retired,
             again.duplicates_collapsed) == (0, 0, 0, 0)
     assert again.files_done == again.files_total == 5 and again.errors == []
-    assert indexing.lexical_index(ingest_target.org).count() == 11
+    assert indexing.lexical_index(ingest_target.org).count() == 10
 
 
 def test_changing_one_function_versions_only_that_fragment(ingest_target, tree):
@@ -254,7 +247,7 @@ def test_changing_one_function_versions_only_that_fragment(ingest_target, tree):
     job = ingest(t, tree)
 
     assert (job.fragments_updated, job.fragments_created, job.fragments_retired) == (1, 0, 0)
-    assert job.fragments_unchanged == 10
+    assert job.fragments_unchanged == 9
     after = by_pointer(t)
     assert {key: f.pk for key, f in after.items()} == {key: pk for key, (pk, _) in before.items()}
     for key, fragment in after.items():
@@ -305,7 +298,7 @@ def test_deleting_a_section_retires_its_fragment_and_drops_it_from_search(
     assert list(rollback.versions.values_list("number", flat=True)) == [1]  # history kept
     assert {key: (f.pk, f.version) for key, f in by_pointer(t).items()} == others
     assert search(t, "xylophonerollback") == []
-    assert indexing.lexical_index(t.org).count() == 10
+    assert indexing.lexical_index(t.org).count() == 9
 
 
 def test_deleting_a_file_retires_its_fragments(ingest_target, tree):
@@ -413,7 +406,7 @@ def test_a_file_that_cannot_be_chunked_is_reported_and_the_rest_is_ingested(
     assert job.files_done == job.files_total == 5
     paths = {path for path, _ in by_pointer(ingest_target)}
     assert paths == {ADR, "docs/other.md", "docs/ops/restart.md", METRICS}
-    assert job.fragments_created == 10
+    assert job.fragments_created == 9
     assert search(ingest_target, "quokkalimiter") == []
     assert search(ingest_target, "xylophonerollback") != []
 
@@ -429,9 +422,9 @@ def test_a_file_that_cannot_be_written_is_isolated_from_its_group(
     job = run_job(start(t, tree).pk)
     assert job is not None and job.state == JobState.DONE, IngestionJob.objects.get().errors
     assert [e["path"] for e in job.errors] == [deep]
-    assert job.fragments_created == Fragment.objects.filter(scope=t.repo.scope).count() == 11
+    assert job.fragments_created == Fragment.objects.filter(scope=t.repo.scope).count() == 10
     assert Link.objects.count() == 2
-    assert indexing.lexical_index(t.org).count() == 11
+    assert indexing.lexical_index(t.org).count() == 10
 
 
 class WorkerLost(BaseException):
@@ -469,11 +462,11 @@ def test_a_rerun_after_a_crash_completes_without_duplicates(ingest_target, crash
     job = crashed_then_rerun
     fragments = by_pointer(ingest_target)
     assert job.attempts == 2 and job.errors == []
-    assert len(fragments) == len(set(fragments.values())) == 11
-    assert job.fragments_unchanged == 4 and job.fragments_created == 7  # ADR was done before
-    assert FragmentVersion.objects.count() == Embedding.objects.filter(passage=0).count() == 11
+    assert len(fragments) == len(set(fragments.values())) == 10
+    assert job.fragments_unchanged == 4 and job.fragments_created == 6  # ADR was done before
+    assert FragmentVersion.objects.count() == Embedding.objects.filter(passage=0).count() == 10
     # The crashed attempt never caught the index up; the rerun reconciled the ADR too.
-    assert indexing.lexical_index(ingest_target.org).count() == 11
+    assert indexing.lexical_index(ingest_target.org).count() == 10
     assert search(ingest_target, "xylophonerollback") != []
 
 
