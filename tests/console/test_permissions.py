@@ -2,8 +2,11 @@
 and every POST needs its CSRF token."""
 
 import pytest
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 
+from contexts.console.querysets import Visible
 from contexts.models import IngestionJob, Pin, RetrievalTrace
 from contexts.services.pins import pin_fragment
 from tests.console.conftest import HTMX, client_for
@@ -146,3 +149,14 @@ def test_csrf_is_enforced_on_fragment_changes(cast, notes, path):
     assert response.status_code == 403
     notes.limiter.refresh_from_db()
     assert notes.limiter.version == 1 and notes.limiter.status == "active"
+
+
+def test_a_pages_permission_checks_reuse_the_readable_scopes_it_read(cast):
+    """A page asks ``Visible.may`` for its navigation and rows; each answer must come from the
+    readable scopes the request already read, not from reading the scope graph again."""
+    seen = Visible(cast.lead)
+    assert cast.repo.scope.id in seen.scope_ids
+    with CaptureQueriesContext(connection) as queries:
+        seen.may("pin", cast.repo.scope)
+        seen.may("administer", cast.org.scope)
+    assert not [q for q in queries.captured_queries if "WITH orgs AS" in q["sql"]]
