@@ -10,8 +10,7 @@ from .types import CODE_LANGUAGES, Chunk, NormalizedDocument
 # fragments record it. An unchanged file is still skipped by its document hash, which the
 # evidence of verified fragments also records (contexts/governance/evidence.py), so a bump
 # must come with a way to re-chunk that leaves that hash alone.
-# chunker-2: one definition per code chunk (small siblings are no longer merged).
-CHUNKER_VERSION = "chunker-2"
+CHUNKER_VERSION = "chunker-1"
 
 
 def chunk(doc: NormalizedDocument) -> list[Chunk]:

@@ -5,10 +5,8 @@ every top-level function, class, impl or statement, with the comments, doc comme
 decorators and attributes directly above it. A unit over the budget is opened up: a class-like
 node into a head (signature, docstring) plus one unit per member named ``Class.member``; any
 other node into parts cut at its inner statement boundaries with about ``OVERLAP_TOKENS`` of
-overlap. Finally neighbouring units with the same parent are merged, but never two definitions:
-a chunk holds one function, class or method (with the imports, constants and comments around
-it), so a small definition has its own text and vector instead of sharing them with an
-unrelated neighbour, and a chunk is neither a lone import line nor a thousand-line class.
+overlap. Finally small neighbouring units with the same parent are merged, so a chunk is
+neither a lone import line nor a thousand-line class.
 
 Each chunk's text starts with a one-line header in the language's comment syntax naming the
 file and the symbols in it, so a chunk retrieved on its own still says where it comes from.
@@ -33,7 +31,7 @@ from .types import Chunk, NormalizedDocument
 logger = logging.getLogger(__name__)
 
 MAX_TOKENS = 700  # ceiling for a whole chunk, header included
-TARGET_TOKENS = 320  # merging statements that define nothing aims for about this size
+TARGET_TOKENS = 320  # merging aims for chunks of about this size
 MIN_TOKENS = 80  # a unit or group this small is merged with a neighbour whenever possible
 MERGE_LIMIT = 440  # merging never builds a chunk larger than this; only whole nodes exceed it
 # A class-like node larger than this is opened into its members (which are then merged back
@@ -562,22 +560,6 @@ class _CodeChunker:
                 group_tokens = tokens
         return groups
 
-    @staticmethod
-    def _may_share(group: list[_Unit], group_tokens: int, unit: _Unit) -> bool:
-        """Whether ``unit`` may join ``group`` as far as definitions go: one definition per
-        chunk, so that a small function never shares its text and vector with an unrelated
-        neighbour. Units that define nothing (imports, constants, module statements, comment
-        runs) still join a neighbour; the one exception among definitions is a runt class
-        head (``class Token(Model):``) leading into its own first member."""
-        if unit.symbol is None:
-            return True
-        defining = [member for member in group if member.symbol is not None]
-        if not defining:
-            return True
-        # Parts of one cut definition never merge anyway; a runt head may lead its member.
-        return group_tokens < MIN_TOKENS and all(
-            member.symbol == member.parent == unit.parent for member in defining)
-
     def _can_merge(
         self,
         group: list[_Unit],
@@ -588,8 +570,6 @@ class _CodeChunker:
     ) -> bool:
         last = group[-1]
         combined = group_tokens + tokens
-        if not self._may_share(group, group_tokens, unit):
-            return False
         if not (last.mergeable and unit.mergeable):
             # Parts of a cut node are already near the budget and never merge with each other;
             # they only take in a runt neighbour (an import line, a one-line function) that

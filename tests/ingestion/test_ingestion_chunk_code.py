@@ -143,7 +143,7 @@ def test_doc_comments_and_attributes_stay_with_their_item(monkeypatch: pytest.Mo
 def test_large_class_is_split_into_methods_with_class_in_header() -> None:
     doc = load("rate_limiter.py")
     chunks = chunk(doc)
-    # RateLimiter is ~650 tokens: opened into its members, one chunk each.
+    # RateLimiter is ~650 tokens: opened into members and merged back into two groups.
     limiter = [c for c in chunks if c.symbol and c.symbol.startswith("RateLimiter")]
     assert len(limiter) >= 2
     acquire = next(c for c in chunks if "RateLimiter.acquire" in c.text.split("\n", 1)[0])
@@ -175,67 +175,8 @@ def test_tsx_uses_the_tsx_grammar() -> None:
     )
     doc = normalize("web/Badge.tsx", source)
     assert doc.language == "typescript"
-    headers = [c.text.split("\n", 1)[0] for c in chunk(doc)]
-    assert headers == ["// web/Badge.tsx · Badge", "// web/Badge.tsx · Counter"]
-
-
-def test_each_small_definition_is_a_chunk_of_its_own() -> None:
-    # Two small unrelated functions (issue 41: ``hash_token_secret`` shared a chunk, and its
-    # vector, with the model defined before it) are two chunks; the imports and the constant
-    # above them, which define nothing, lead into the first.
-    source = "\n".join(
-        [
-            "import hashlib",
-            "import secrets",
-            "",
-            "PREFIX_LENGTH = 8",
-            "",
-            "",
-            "def hash_token_secret(secret: str) -> str:",
-            '    """The stored form of a token\'s secret."""',
-            "    return hashlib.sha256(secret.encode()).hexdigest()",
-            "",
-            "",
-            "def random_prefix() -> str:",
-            "    return secrets.token_hex(PREFIX_LENGTH // 2)",
-            "",
-            "",
-            "class Membership:",
-            '    """A person in an organization."""',
-            "",
-            "    role = \"member\"",
-            "",
-            "",
-            "MAX_MEMBERS = 100",
-        ]
-    )
-    doc = normalize("accounts/tokens.py", source + "\n")
-    chunks = chunk(doc)
-    assert_well_formed(doc, chunks, "#")
-    assert [c.anchor for c in chunks] == ["hash_token_secret", "random_prefix", "Membership"]
-    first, second, third = chunks
-    assert first.text.split("\n", 1)[0] == "# accounts/tokens.py · hash_token_secret"
-    assert first.start_line == 1 and "PREFIX_LENGTH = 8" in first.text
-    assert "def random_prefix" not in first.text and "class Membership" not in second.text
-    # A trailing statement that defines nothing joins the definition before it.
-    assert third.text.endswith("MAX_MEMBERS = 100")
-
-
-def test_a_runt_class_head_leads_into_its_first_member(monkeypatch: pytest.MonkeyPatch) -> None:
-    # An opened class's members are one chunk each; the bare ``class X:`` line is no chunk of
-    # its own but the start of its first member's.
-    monkeypatch.setattr(chunk_code_module, "CLASS_SPLIT_TOKENS", 0)
-    doc = load("rate_limiter.py")
-    chunks = chunk(doc)
-    assert_well_formed(doc, chunks, "#")
-    # (The module docstring and imports, over 80 tokens, are a chunk without a symbol.)
-    symbols = [c.text.split("\n", 1)[0].split(" · ", 1)[1] for c in chunks if c.symbol]
-    for label in symbols:
-        members = label.split(", ")
-        # Never two definitions side by side, except a class and one of its own members.
-        assert len(members) == 1 or (len(members) == 2 and members[1].startswith(
-            f"{members[0]}.")), symbols
-    assert "RateLimiter.acquire" in {c.anchor for c in chunks}
+    header = chunk(doc)[0].text.split("\n", 1)[0]
+    assert header == "// web/Badge.tsx · Badge, Counter"
 
 
 def _long_function(statements: int) -> str:
@@ -273,13 +214,15 @@ def test_oversized_function_is_split_with_overlap() -> None:
         assert first_new.startswith("    value_") or first_new.startswith("    if ")
     assert parts[0].start_line <= line_of(doc, "def process_batch")
     assert parts[-1].end_line >= line_of(doc, "return sink.flush")
-    # The import line next to a cut function is folded into its first part instead of
-    # becoming a chunk of a dozen tokens; the two-line function after it is a definition of
-    # its own and stays one.
+    # Runts next to a cut function (the import line, a two-line function) are folded into
+    # the neighbouring part instead of becoming chunks of a dozen tokens.
+    assert chunks == parts
     assert parts[0].text.split("\n")[1] == "import json"
-    assert parts[-1].text.split("\n", 1)[0].endswith(
-        f"· process_batch (part {len(parts)}/{len(parts)})")
-    assert [c.anchor for c in chunks if c not in parts] == ["tail"]
+    assert (
+        parts[-1]
+        .text.split("\n", 1)[0]
+        .endswith(f"· process_batch, tail (part {len(parts)}/{len(parts)})")
+    )
 
 
 def test_overlong_single_line_is_cut_at_token_boundaries() -> None:
