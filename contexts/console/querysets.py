@@ -71,6 +71,12 @@ class Visible:
                   .values("org_id"))
         return Organization.objects.filter(pk__in=owning).select_related("scope")
 
+    @cached_property
+    def org_list(self) -> list[Organization]:
+        """:meth:`orgs` by slug, read once per request: the layout's switcher and the
+        organization a page without one of its own shows come from the same rows."""
+        return list(self.orgs().order_by("slug"))
+
     def scopes(self) -> QuerySet[Scope]:
         return Scope.objects.filter(id__in=self._ids).select_related("org")
 

@@ -35,7 +35,7 @@ from django.utils import timezone
 
 from accounts.models import ApiToken, Organization, ProposalPolicy, Repository, ScopeKind, Session
 from accounts.permissions import SYSTEM, may, principal_user
-from accounts.scopes import readable_scopes
+from accounts.scopes import Readable, readable_scopes
 from contexts.kernel.ids import InvalidField, parse_public_id
 from contexts.models import (
     FragmentKind,
@@ -203,37 +203,41 @@ def own_proposal(principal: Any, public_id: str) -> Proposal:
 
 
 # --- review -------------------------------------------------------------------------------------
-def may_review(principal: Any, proposal: Proposal) -> bool:
-    return may(principal, "pin", proposal.target_scope)
+def may_review(principal: Any, proposal: Proposal, *, known: Readable | None = None) -> bool:
+    return may(principal, "pin", proposal.target_scope, known=known)
 
 
-def reviews_in(principal: Any, org: Organization) -> bool:
+# ``known``, below: the principal's readable scopes when the caller has read them already (a
+# console page asks these for its navigation on every request).
+def reviews_in(principal: Any, org: Organization, *, known: Readable | None = None) -> bool:
     """Whether the principal reviews proposals in the organization at all: ``pin`` on it (an
     organization tech lead or administrator), or on one of its repositories — a tech lead of
     that repository only (a guardian grant), who reviews the proposals targeting it and no
     others (:func:`may_review` decides per proposal)."""
-    if may(principal, "pin", org.scope):
+    readable = known if known is not None else readable_scopes(principal)
+    if may(principal, "pin", org.scope, known=readable):
         return True
-    readable = readable_scopes(principal)
     repositories = (Repository.objects.filter(org=org, scope_id__in=sorted(readable))
                     .select_related("scope"))
-    return any(may(principal, "pin", repository.scope) for repository in repositories)
+    return any(may(principal, "pin", repository.scope, known=readable)
+               for repository in repositories)
 
 
-def review_queue(principal: Any, org: Organization, state: str = ProposalState.OPEN
-                 ) -> list[Proposal]:
+def review_queue(principal: Any, org: Organization, state: str = ProposalState.OPEN, *,
+                 known: Readable | None = None) -> list[Proposal]:
     """The organization's proposals whose target scope the principal reviews."""
-    readable = readable_scopes(principal)
+    readable = known if known is not None else readable_scopes(principal)
     found = (Proposal.objects.filter(org_id=org.pk, target_scope_id__in=sorted(readable))
              .select_related("target_scope", "source_fragment__scope", "result_fragment",
                              "proposed_by", "decided_by"))
     if state:
         found = found.filter(state=state)
-    return [p for p in found.order_by("-created_at", "-id") if may_review(principal, p)]
+    return [p for p in found.order_by("-created_at", "-id")
+            if may_review(principal, p, known=readable)]
 
 
-def open_count(principal: Any, org: Organization) -> int:
-    return len(review_queue(principal, org))
+def open_count(principal: Any, org: Organization, *, known: Readable | None = None) -> int:
+    return len(review_queue(principal, org, known=known))
 
 
 def reviewable(principal: Any, org: Organization, public_id: str) -> Proposal:

@@ -160,3 +160,22 @@ def test_a_pages_permission_checks_reuse_the_readable_scopes_it_read(cast):
         seen.may("pin", cast.repo.scope)
         seen.may("administer", cast.org.scope)
     assert not [q for q in queries.captured_queries if "WITH orgs AS" in q["sql"]]
+
+
+def test_a_page_reads_the_users_scopes_and_organizations_once(cast):
+    """An error page and the inbox show the navigation of the organization the user last saw:
+    its switcher, the organization and the Review item (whether the user reviews there, and
+    how many proposals wait) all come from one read of the user's readable scopes (the scope
+    graph) and one list of their organizations."""
+    client = Client()
+    client.force_login(cast.lead)
+    for path in ("/fragments/frag_nothing/", "/inbox/"):
+        with CaptureQueriesContext(connection) as queries:
+            response = client.get(path)
+        assert response.status_code in (200, 404), (path, response.status_code)
+        assert cast.org.name.encode() in response.content, path
+        sql = [q["sql"] for q in queries.captured_queries]
+        assert len([q for q in sql if "WITH orgs AS" in q]) == 1, path
+        listed = [q for q in sql if q.startswith('SELECT "accounts_organization"."id"')
+                  and 'ORDER BY "accounts_organization"."slug"' in q]
+        assert len(listed) == 1, path

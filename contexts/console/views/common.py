@@ -48,10 +48,9 @@ def remembered_org(request: HttpRequest) -> Organization | None:
     stay in the navigation on every page (inbox, governance, error pages)."""
     if not request.user.is_authenticated:
         return None
-    orgs = visible(request).orgs()
+    orgs = visible(request).org_list
     slug = request.session.get(SESSION_ORG)
-    org = orgs.filter(slug=slug).first() if slug else None
-    return org or orgs.order_by("slug").first()
+    return next((org for org in orgs if org.slug == slug), orgs[0] if orgs else None)
 
 
 def org_context(request: HttpRequest, org: Organization | None, active: str = "",
@@ -60,7 +59,7 @@ def org_context(request: HttpRequest, org: Organization | None, active: str = ""
     seen = visible(request)
     return {
         "org": org,
-        "orgs": list(seen.orgs().order_by("slug")),
+        "orgs": seen.org_list,
         "nav_active": active,
         "can_administer_org": bool(org) and seen.may("administer", org.scope),
         # Tech leads and administrators: the Review item with its count of open proposals
@@ -68,9 +67,11 @@ def org_context(request: HttpRequest, org: Organization | None, active: str = ""
         "can_review_org": bool(org) and seen.may("pin", org.scope),
         # The Review item also for a repository's tech lead (asked only when the layout
         # shows the navigation).
-        "can_review_proposals": ((lambda: proposals.reviews_in(request.user, org))
+        "can_review_proposals": ((lambda: proposals.reviews_in(request.user, org,
+                                                               known=seen.scope_ids))
                                  if org else False),
-        "review_open": (lambda: proposals.open_count(request.user, org)) if org else 0,
+        "review_open": ((lambda: proposals.open_count(request.user, org, known=seen.scope_ids))
+                        if org else 0),
         # Personal tokens are a member's own (a superuser who administers an organization
         # without belonging to it has none): asked only where a page links them.
         "is_member": ((lambda: Membership.objects.filter(user=request.user, org=org).exists())

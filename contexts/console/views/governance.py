@@ -57,7 +57,7 @@ def layout(request: HttpRequest, **extra: Any) -> dict[str, Any]:
 @require_GET
 def dashboard(request: HttpRequest) -> HttpResponse:
     seen = visible(request)
-    orgs = list(seen.orgs().order_by("slug"))
+    orgs = seen.org_list
     wanted = request.GET.get("org")
     if wanted:
         orgs = [o for o in orgs if wanted in (o.slug, o.public_id)]
@@ -144,7 +144,7 @@ def chain(request: HttpRequest, public_id: str) -> HttpResponse:
 
 # --- dedup review ------------------------------------------------------------------------------
 def _curated_orgs(seen: Visible) -> list[Organization]:
-    return [org for org in seen.orgs().order_by("slug") if seen.may("curate", org.scope)]
+    return [org for org in seen.org_list if seen.may("curate", org.scope)]
 
 
 def _proposals(seen: Visible) -> QuerySet[DedupCandidate]:

@@ -63,7 +63,7 @@ def org_activity(seen: Visible, org) -> list[JobActivity]:
 @require_GET
 def home(request: HttpRequest) -> HttpResponse:
     seen = visible(request)
-    orgs = list(seen.orgs().order_by("slug"))
+    orgs = seen.org_list
     counts = dict(seen.fragments().filter(status=FragmentStatus.ACTIVE, org__in=orgs)
                   .values_list("org_id").annotate(n=Count("pk")))
     under_way = set(seen.jobs().filter(org__in=orgs, state__in=UNDER_WAY)

@@ -25,7 +25,7 @@ SHOWN = 500  # rows per organization; the count says how many more there are
 @require_GET
 def secret_findings(request: HttpRequest) -> HttpResponse:
     seen = visible(request)
-    orgs = [org for org in seen.orgs().order_by("slug") if seen.may("curate", org.scope)]
+    orgs = [org for org in seen.org_list if seen.may("curate", org.scope)]
     wanted = request.GET.get("org")
     if wanted:
         orgs = [org for org in orgs if wanted in (org.slug, org.public_id)]
