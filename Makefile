@@ -17,7 +17,7 @@ XDIST := -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 # Each test target ends by printing its wall time.
 TIMED = start=$$(date +%s); trap 'echo "make $@: $$(( $$(date +%s) - start )) s wall"' EXIT;
 
-.PHONY: run test test-long test-fast test-unit lint services-start services-stop services-status eval clean
+.PHONY: run test test-long test-fast test-unit golden-vectors lint services-start services-stop services-status eval clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -55,6 +55,13 @@ test-fast: $(VENV)/.installed-dev
 # The database-free tests alone: no server starts.
 test-unit: $(VENV)/.installed-dev
 	@$(TIMED) $(BIN)/python -m pytest -n 2 -m "unit and not slow and not browser" $(PYTEST_ARGS)
+
+# Record what the model gives for the golden corpus (tests/golden/vectors.npz, read by
+# tests/embedding_memo.py), so the golden gate embeds only what changed since: run it when the
+# gate's embedding time has grown (about 8 minutes: every text is embedded again).
+golden-vectors: $(VENV)/.installed-dev
+	CONTEXTS_TEST_RECORD_VECTORS=$(CURDIR)/tests/golden/vectors.npz \
+		$(BIN)/python -m pytest tests/evaluation/test_golden.py -s $(PYTEST_ARGS)
 
 # Style and the import contracts (pyproject.toml [tool.importlinter]: the layers, ADR 0013).
 lint: $(VENV)/.installed-dev

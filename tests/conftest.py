@@ -168,37 +168,31 @@ def longest_modules_first(items: list[pytest.Item]) -> list[pytest.Item]:
 
 # Texts the suite embeds over and over (the same fixture worlds in hundreds of tests): each
 # distinct text goes through the model once per session and per model (tests/api, domain and
-# console: 96 → 55 CPU-seconds). Not in a child process (the query encoder's), not across
-# sessions; a test that replaces Embedder.encode replaces this too.
-EMBEDDING_MEMO_LIMIT = 50_000
-
-
+# console: 96 → 55 CPU-seconds), and the golden corpus's not at all while tests/golden/vectors.npz
+# still holds them (tests/embedding_memo.py). Not in a child process (the query encoder's); a test
+# that replaces Embedder.encode replaces this too.
 @pytest.fixture(scope="session", autouse=True)
 def _embed_each_text_once() -> Iterator[None]:
-    import numpy as np
-
     from contexts.embedding.embedder import Embedder
+    from tests import embedding_memo
 
     original = Embedder.encode
-    memo: dict[tuple[str, str], np.ndarray] = {}
+    record = embedding_memo.record_path()
+    # Recording embeds everything again: a snapshot is never made from another snapshot.
+    memo = embedding_memo.Memo(None if record else embedding_memo.Snapshot(
+        embedding_memo.SNAPSHOT))
 
-    def encode(self: Embedder, texts, *, threads: int | None = None) -> np.ndarray:
-        texts = list(texts)
-        if not texts or len(memo) >= EMBEDDING_MEMO_LIMIT:
-            return original(self, texts, threads=threads)
-        model = self.spec.location
-        missing = [text for text in dict.fromkeys(texts) if (model, text) not in memo]
-        if missing:
-            fresh = original(self, missing, threads=threads)
-            memo.update(((model, text), vector) for text, vector in zip(missing, fresh,
-                                                                       strict=True))
-        return np.stack([memo[model, text] for text in texts])
+    def encode(self: Embedder, texts, *, threads: int | None = None):
+        return memo.encode(f"{self.spec.name}@{self.spec.version}", list(texts),
+                           lambda batch: original(self, batch, threads=threads))
 
     Embedder.encode = encode
     try:
         yield
     finally:
         Embedder.encode = original
+        if record:
+            print(f"\n{memo.record(record)} vectors recorded in {record}")
 
 
 @pytest.fixture(scope="session")
