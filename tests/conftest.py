@@ -134,14 +134,15 @@ class LongestModulesFirst:
         items[:] = longest_modules_first(items)
 
 
-# The modules that take longest (seconds of one worker in a fresh clone's make test at 28b0f60):
-# the golden gate with the agent cases ~890, the control-character sweeps ~660, the worker-kill
-# tests ~200 and ~130, the node simulation ~110. xdist hands out whole files in the order
-# collected (make's --no-loadscope-reorder), so these start first and the run does not end
+# The modules that take longest (seconds of one worker in a fresh clone's make test at 7f536b9,
+# alone on a quiet machine): the control-character sweeps ~500, the golden gate with the agent
+# cases ~180 (it embedded the repository for ~600 more before tests/golden/vectors.npz), the
+# worker-kill tests ~200 and ~150, the node simulation ~110. xdist hands out whole files in the
+# order collected (make's --no-loadscope-reorder), so these start first and the run does not end
 # waiting on one of them started last. Only the order depends on this list, never a result.
 LONGEST_MODULES = (
-    "tests/evaluation/test_golden.py",
     "tests/security/test_redteam_5_nul_ids.py",
+    "tests/evaluation/test_golden.py",
     "tests/ingestion/test_jobs_worker.py",
     "tests/security/test_redteam_4_worker_death.py",
     "tests/operations/test_simulate_nodes.py",
