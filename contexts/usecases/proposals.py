@@ -30,10 +30,18 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import QuerySet
+from django.db.models import Count, QuerySet
 from django.utils import timezone
 
-from accounts.models import ApiToken, Organization, ProposalPolicy, Repository, ScopeKind, Session
+from accounts.models import (
+    ApiToken,
+    Organization,
+    ProposalPolicy,
+    Repository,
+    Scope,
+    ScopeKind,
+    Session,
+)
 from accounts.permissions import SYSTEM, may, principal_user
 from accounts.scopes import Readable, readable_scopes
 from contexts.kernel.ids import InvalidField, parse_public_id
@@ -237,7 +245,17 @@ def review_queue(principal: Any, org: Organization, state: str = ProposalState.O
 
 
 def open_count(principal: Any, org: Organization, *, known: Readable | None = None) -> int:
-    return len(review_queue(principal, org, known=known))
+    """How many of :func:`review_queue`'s open proposals there are (the navigation's badge, on
+    every console page): counted per target scope, without reading the proposals themselves."""
+    readable = known if known is not None else readable_scopes(principal)
+    per_scope = dict(Proposal.objects.filter(org_id=org.pk, state=ProposalState.OPEN,
+                                             target_scope_id__in=sorted(readable))
+                     .values_list("target_scope_id").annotate(n=Count("id")))
+    if not per_scope:
+        return 0
+    scopes = Scope.objects.in_bulk(list(per_scope))
+    return sum(n for scope_id, n in per_scope.items()
+               if may(principal, "pin", scopes[scope_id], known=readable))
 
 
 def reviewable(principal: Any, org: Organization, public_id: str) -> Proposal:
