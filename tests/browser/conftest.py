@@ -56,13 +56,25 @@ def screenshots() -> Path:
 
 
 @pytest.fixture
-def login(browser, live_server) -> Iterator[Callable]:
+def served(live_server):
+    """The live server as a web process of `make run` serves: only once its query encoder
+    answers (contexts/web/worker.py). Otherwise the first search of a test process waits for the
+    encoder child to load torch and the model, which under the suite's load outlasted the
+    browser's 15 s wait (test_first_day_content, when it was the first to search)."""
+    from contexts.retrieval import query_encoder
+
+    assert query_encoder.wait_until_ready(heartbeat=lambda: None)
+    return live_server
+
+
+@pytest.fixture
+def login(browser, served) -> Iterator[Callable]:
     """``login(username, **context_options)`` → a page of a fresh browser context, logged in
     through the login form."""
     contexts = []
 
     def open_as(username: str, **options):
-        context = browser.new_context(base_url=live_server.url,
+        context = browser.new_context(base_url=served.url,
                                       viewport=options.pop("viewport",
                                                            {"width": 1280, "height": 900}),
                                       **options)
@@ -82,8 +94,8 @@ def login(browser, live_server) -> Iterator[Callable]:
 
 
 @pytest.fixture
-def api(playwright, live_server):
+def api(playwright, served):
     """Plain HTTP against the live server (the agents' side)."""
-    context = playwright.request.new_context(base_url=live_server.url)
+    context = playwright.request.new_context(base_url=served.url)
     yield context
     context.dispose()
