@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import os
 import sys
+import zipfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -48,7 +49,7 @@ class Snapshot:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.rows: dict[bytes, int] | None = None
-        self.trusted: dict[str, bool] = {}  # model → its probes matched
+        self.trusted: bool | None = None  # its probes matched the model (asked once)
 
     def _load(self) -> None:
         if self.rows is not None:
@@ -56,24 +57,29 @@ class Snapshot:
         self.rows = {}
         if not self.path.exists():
             return
-        with np.load(self.path, allow_pickle=False) as data:
-            self.model = str(data["model"])
-            self.keys = data["keys"]
-            self.vectors = data["vectors"]
-            self.probe_texts = [str(t) for t in data["probe_texts"]]
-            self.probe_vectors = data["probe_vectors"]
-        self.rows = {bytes(key): i for i, key in enumerate(self.keys)}
+        try:
+            with np.load(self.path, allow_pickle=False) as data:
+                self.model = str(data["model"])
+                keys = data["keys"]
+                self.vectors = data["vectors"]
+                self.probe_texts = [str(t) for t in data["probe_texts"]]
+                self.probe_vectors = data["probe_vectors"]
+        except (OSError, ValueError, KeyError, zipfile.BadZipFile) as exc:
+            # A truncated file or a Git LFS pointer costs speed, never a test.
+            print(f"{self.path} is unreadable ({exc}); every text is embedded", file=sys.stderr)
+            return
+        self.rows = {bytes(key): i for i, key in enumerate(keys)}
 
-    def _trust(self, model: str, encode: Encode) -> bool:
-        if model not in self.trusted:
+    def _trust(self, encode: Encode) -> bool:
+        if self.trusted is None:
             again = encode(self.probe_texts)
             cosines = np.sum(again * self.probe_vectors, axis=1)
-            self.trusted[model] = bool(np.all(cosines >= PROBE_COSINE))
-            if not self.trusted[model]:
+            self.trusted = bool(np.all(cosines >= PROBE_COSINE))
+            if not self.trusted:
                 print(f"{self.path}: the model no longer gives the recorded vectors "
                       f"(cosine {cosines.min():.4f}); every text is embedded",
                       file=sys.stderr)
-        return self.trusted[model]
+        return self.trusted
 
     def lookup(self, model: str, texts: Sequence[str], encode: Encode
                ) -> dict[str, np.ndarray]:
@@ -84,7 +90,7 @@ class Snapshot:
             return {}
         rows = {text: self.rows[key] for text in texts
                 if (key := digest(model, text)) in self.rows}
-        if not rows or not self._trust(model, encode):
+        if not rows or not self._trust(encode):
             return {}
         found = {}
         for text, row in rows.items():

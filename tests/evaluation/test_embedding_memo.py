@@ -65,3 +65,12 @@ def test_a_missing_snapshot_embeds_everything_once(tmp_path):
     memo.encode(MODEL, ["a", "b", "a"], model)
     memo.encode(MODEL, ["b", "c"], model)
     assert model.asked == ["a", "b", "c"]
+
+
+def test_an_unreadable_snapshot_embeds_everything(tmp_path):
+    """A truncated file, or a Git LFS pointer where the file should be, costs speed only."""
+    path = tmp_path / "vectors.npz"
+    path.write_text("version https://git-lfs.github.com/spec/v1\noid sha256:0\nsize 3172852\n")
+    memo, model = Memo(Snapshot(path)), Model()
+    memo.encode(MODEL, ["a", "b"], model)
+    assert model.asked == ["a", "b"]
