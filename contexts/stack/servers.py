@@ -16,6 +16,7 @@ application connects as ``contexts_app``, which is neither a superuser nor the t
 
 from __future__ import annotations
 
+import fcntl
 import importlib.util
 import os
 import pwd
@@ -23,6 +24,7 @@ import signal
 import socket
 import stat
 import subprocess
+import tempfile
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -190,11 +192,7 @@ class EmbeddedPostgres:
         """As root, postgres runs as a system user that must own pgdata and reach the binaries."""
         if os.geteuid() != 0:
             return
-        try:
-            entry = pwd.getpwnam(PG_SYSTEM_USER)
-        except KeyError:
-            subprocess.run(["useradd", "-M", "-s", "/bin/false", PG_SYSTEM_USER], check=True)
-            entry = pwd.getpwnam(PG_SYSTEM_USER)
+        entry = _system_user(PG_SYSTEM_USER)
         for path in (self.root, self.bin):
             _open_parents(path)
         _open_tree(self.bin.parent)
@@ -512,6 +510,19 @@ def _cmdline(pid: int) -> str:
         return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
     except OSError:
         return ""
+
+
+def _system_user(name: str) -> pwd.struct_passwd:
+    """The system user ``name``, created once. Processes starting their servers at the same time
+    on a fresh machine (the test workers) take turns: two concurrent ``useradd`` runs left a
+    data directory owned by a uid that no longer existed."""
+    with open(Path(tempfile.gettempdir()) / f"{name}.useradd.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            return pwd.getpwnam(name)
+        except KeyError:
+            subprocess.run(["useradd", "-M", "-s", "/bin/false", name], check=True)
+            return pwd.getpwnam(name)
 
 
 def _open_parents(path: Path) -> None:

@@ -102,3 +102,26 @@ def test_a_stack_stops_only_what_it_started(tmp_path):
         assert not someone_elses.status().running
     finally:
         someone_elses.stop()
+
+
+def _system_uid(name: str) -> int:
+    from contexts.stack.servers import _system_user
+
+    return _system_user(name).pw_uid
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="creates a system user: root only")
+def test_processes_starting_at_once_create_the_system_user_once():
+    """Test workers on a fresh machine start their servers together: each must see the one
+    user that owns its data directory (concurrent `useradd` runs once left a uid that no longer
+    existed, and every worker's initdb was refused)."""
+    import pwd
+    from concurrent.futures import ProcessPoolExecutor
+
+    name = f"ctx_test_{os.getpid()}"
+    try:
+        with ProcessPoolExecutor(4) as pool:
+            uids = set(pool.map(_system_uid, [name] * 8))
+        assert uids == {pwd.getpwnam(name).pw_uid}
+    finally:
+        os.system(f"userdel {name} 2>/dev/null")  # noqa: S605 - a name this test made
