@@ -104,11 +104,6 @@ def test_a_stack_stops_only_what_it_started(tmp_path):
         someone_elses.stop()
 
 
-def _system_uid(name: str) -> int:
-    from contexts.stack.servers import _system_user
-
-    return _system_user(name).pw_uid
-
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="creates a system user: root only")
 def test_processes_starting_at_once_create_the_system_user_once():
@@ -116,12 +111,18 @@ def test_processes_starting_at_once_create_the_system_user_once():
     user that owns its data directory (concurrent `useradd` runs once left a uid that no longer
     existed, and every worker's initdb was refused)."""
     import pwd
-    from concurrent.futures import ProcessPoolExecutor
+    import subprocess
+    import sys
 
     name = f"ctx_test_{os.getpid()}"
+    # Separate interpreters, as the test workers are (a fork of this one would inherit its
+    # threads and connections).
+    code = ("import sys; from contexts.stack.servers import _system_user; "
+            "print(_system_user(sys.argv[1]).pw_uid)")
     try:
-        with ProcessPoolExecutor(4) as pool:
-            uids = set(pool.map(_system_uid, [name] * 8))
+        processes = [subprocess.Popen([sys.executable, "-c", code, name], text=True,
+                                      stdout=subprocess.PIPE) for _ in range(6)]
+        uids = {int(process.communicate(timeout=60)[0]) for process in processes}
         assert uids == {pwd.getpwnam(name).pw_uid}
     finally:
-        os.system(f"userdel {name} 2>/dev/null")  # noqa: S605 - a name this test made
+        subprocess.run(["userdel", name], capture_output=True, check=False)
