@@ -14,7 +14,7 @@ TEST_WORKERS ?= 3
 # starts would otherwise compile the tree again (`make test-unit`: 89 → 61 s).
 unexport PYTHONDONTWRITEBYTECODE
 XDIST := -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
-# Each test target ends by printing its wall time.
+# Each test target and `lint` end by printing their wall time (CI runs lint, then test).
 TIMED = start=$$(date +%s); trap 'echo "make $@: $$(( $$(date +%s) - start )) s wall"' EXIT;
 
 .PHONY: run test test-long test-fast test-unit golden-vectors lint services-start services-stop services-status eval clean
@@ -65,8 +65,7 @@ golden-vectors: $(VENV)/.installed-dev
 
 # Style and the import contracts (pyproject.toml [tool.importlinter]: the layers, ADR 0013).
 lint: $(VENV)/.installed-dev
-	$(BIN)/ruff check .
-	$(BIN)/lint-imports
+	@$(TIMED) $(BIN)/ruff check . && $(BIN)/lint-imports
 
 services-start services-stop services-status: $(VENV)/.installed-run
 	$(BIN)/python manage.py services $(subst services-,,$@)
