@@ -8,6 +8,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from contexts.api import errors as api_errors
+from contexts.console import urls as console_urls
 from contexts.console.views import site
 from contexts.kernel.errors import is_api
 from contexts.kernel.metrics import metrics_view
@@ -49,6 +50,6 @@ urlpatterns = [
     path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="api-schema"),
          name="api-docs"),
     path("api/", include("contexts.api.urls")),
-    path("governance/", include("contexts.console.governance_urls")),
+    path("governance/", include((console_urls.governance_patterns, "governance"))),
     path("", include("contexts.console.urls")),
 ]

@@ -3,10 +3,9 @@ from django.urls import path
 from contexts.api import (
     fragments,
     jobs,
+    portability,
     proposals,
     retrieve,
-    urls_portability,
-    urls_sources,
     views,
 )
 
@@ -25,6 +24,6 @@ urlpatterns = [
     path("traces/<pid:trace_id>", fragments.trace_view, name="trace"),
     path("sources", jobs.upload_sources, name="sources"),
     path("jobs/<pid:job_id>", jobs.job_detail, name="job-detail"),
-    *urls_sources.urlpatterns,
-    *urls_portability.urlpatterns,
+    # An organization's export.
+    path("orgs/<slug:org>/export", portability.export_view, name="org-export"),
 ]

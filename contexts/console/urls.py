@@ -1,22 +1,29 @@
+"""The console's routes (app namespace 'console'), one list by area, and the governance pages
+(:data:`governance_patterns`, mounted by contexts/urls.py)."""
+
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from contexts.console import (
-    urls_people,
-    urls_portability,
-    urls_review,
-    urls_sources,
-    urls_write,
-)
 from contexts.console.views import (
+    conflicts,
     fragment_detail,
+    fragment_new,
     fragments,
+    governance,
     home,
     inbox,
     jobs,
     login,
+    members,
+    organizations,
+    personas,
     pins,
+    portability,
+    review,
     search,
+    secrets,
+    sessions,
+    sources,
     sso,
     tokens,
     traces,
@@ -77,11 +84,69 @@ urlpatterns = [
     # Jobs and traces by public id.
     path("jobs/<pid:job_id>/", jobs.job_detail, name="job"),
     path("traces/<pid:trace_id>/", traces.trace_detail, name="trace"),
-    # Writing fragments in the browser; members, personas and sessions.
-    *urls_write.urlpatterns,
-    *urls_people.urlpatterns,
-    *urls_review.urlpatterns,
+    # Writing fragments in the browser.
+    path("o/<slug:slug>/fragments/new", fragment_new.fragment_new, name="fragment-new"),
+    path("o/<slug:slug>/fragments/new/preview", fragment_new.fragment_preview,
+         name="fragment-new-preview"),
+    # Members, a new member's set-password link, personas and sessions of an organization, and
+    # the instance's organizations (superusers).
+    path("organizations/", organizations.organizations, name="organizations"),
+    path("organizations/create", organizations.organization_create,
+         name="organization-create"),
+    path("organizations/repositories/create", organizations.repository_create,
+         name="repository-create"),
+    path("o/<slug:slug>/members/", members.members, name="members"),
+    path("o/<slug:slug>/members/add", members.member_add, name="member-add"),
+    path("o/<slug:slug>/members/invitations/<pid:invitation_id>/withdraw",
+         members.invitation_withdraw, name="invitation-withdraw"),
+    path("invitations/<pid:invitation_id>/answer", members.invitation_answer,
+         name="invitation-answer"),
+    path("o/<slug:slug>/members/create", members.member_create, name="member-create"),
+    path("o/<slug:slug>/members/<username:username>/role", members.member_role,
+         name="member-role"),
+    path("o/<slug:slug>/members/<username:username>/repository-role",
+         members.member_repository_role, name="member-repository-role"),
+    path("o/<slug:slug>/members/<username:username>/revoke-tokens",
+         members.member_revoke_tokens, name="member-revoke-tokens"),
+    path("o/<slug:slug>/members/<username:username>/deactivate", members.member_deactivate,
+         name="member-deactivate"),
+    path("o/<slug:slug>/members/<username:username>/reactivate", members.member_reactivate,
+         name="member-reactivate"),
+    path("account/set-password/<urlsafe:uidb64>/<urlsafe:token>/",
+         members.SetPasswordView.as_view(), name="password-set"),
+    path("account/set-password/done/", members.password_set_done, name="password-set-done"),
+    path("o/<slug:slug>/personas/", personas.personas, name="personas"),
+    path("o/<slug:slug>/personas/new", personas.persona_new, name="persona-new"),
+    path("o/<slug:slug>/personas/<pid:persona_id>/edit", personas.persona_edit,
+         name="persona-edit"),
+    path("o/<slug:slug>/sessions/", sessions.sessions, name="sessions"),
+    path("o/<slug:slug>/sessions/<pid:session_id>/close", sessions.session_close,
+         name="session-close"),
+    path("o/<slug:slug>/sessions/<pid:session_id>/expire", sessions.session_expire,
+         name="session-expire"),
+    # The review queue: agents' proposals, approved, rejected or merged by tech leads and
+    # administrators (contexts.usecases.proposals).
+    path("o/<slug:slug>/review/", review.review, name="review"),
+    path("o/<slug:slug>/review/policy", review.policy, name="review-policy"),
+    path("o/<slug:slug>/review/<pid:proposal_id>/approve", review.approve,
+         name="review-approve"),
+    path("o/<slug:slug>/review/<pid:proposal_id>/reject", review.reject, name="review-reject"),
+    path("o/<slug:slug>/review/<pid:proposal_id>/merge", review.merge, name="review-merge"),
+    # A person's edit and an upstream change of the same lines: base, upstream, curated.
+    path("inbox/<pid:fragment_id>/conflict", conflicts.conflict, name="source-conflict"),
     # Sources Contexts follows, and exporting an organization.
-    *urls_sources.urlpatterns,
-    *urls_portability.urlpatterns,
+    path("o/<slug:slug>/sources/", sources.sources, name="sources"),
+    path("o/<slug:slug>/sources/<pid:source_id>/sync", sources.sync_now, name="source-sync"),
+    path("o/<slug:slug>/export", portability.org_export, name="org-export"),
+]
+
+# The governance pages, mounted at /governance/ by contexts/urls.py under their own URL namespace
+# (the links in nudge e-mails name it).
+governance_patterns = [
+    path("", governance.dashboard, name="dashboard"),
+    path("nudges/<signed:token>/<slug:answer>", governance.nudge_answer, name="nudge-answer"),
+    path("fragments/<pid:public_id>/chain", governance.chain, name="chain"),
+    path("dedup/", governance.dedup_review, name="dedup"),
+    path("dedup/<int:pk>/decide", governance.dedup_decide, name="dedup-decide"),
+    path("secrets/", secrets.secret_findings, name="secrets"),
 ]
