@@ -104,6 +104,22 @@ def test_an_adapter_importing_a_write_module_breaks_the_one_door(tree_copy, tmp_
     assert "contexts.console.views.fragments -> contexts.services.fragments" in result.stdout
 
 
+def test_every_package_sits_in_a_layer_and_the_root_keeps_only_entry_points():
+    """A new package must be given its place (``contexts.operations`` once sat in none), and the
+    root of ``contexts/`` holds Django's entry points, at most ten modules (issue 39)."""
+    import tomllib
+
+    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+    layers = next(c for c in contracts["contracts"] if c["id"] == "layers")["layers"]
+    named = {name.strip() for layer in layers for name in layer.split("|")}
+    packages = {f"contexts.{path.parent.name}"
+                for path in (ROOT / "contexts").glob("*/__init__.py")}
+    assert packages - {"contexts.migrations"} <= named, packages - named
+    assert "accounts" in named
+    root_modules = sorted(path.stem for path in (ROOT / "contexts").glob("*.py"))
+    assert len(root_modules) <= 10, root_modules
+
+
 def package_graph() -> dict[str, set[str]]:
     """Package (or top-level module) → the packages it imports, one level under each root
     package (``contexts.retrieval``, ``accounts.tokens``, …), function-level imports included."""

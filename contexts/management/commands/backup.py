@@ -4,7 +4,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from contexts.operations.backup import BackupError, backup
+from contexts.stack.backup import BackupError, backup
 
 
 class Command(BaseCommand):

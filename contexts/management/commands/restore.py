@@ -7,7 +7,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from accounts.models import Organization
 from contexts.indexes import follower
-from contexts.operations.backup import BackupError, restore
+from contexts.stack.backup import BackupError, restore
 
 
 class Command(BaseCommand):

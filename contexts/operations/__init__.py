@@ -1,1 +1,0 @@
-"""Operational procedures that are code rather than prose: backup and restore."""
