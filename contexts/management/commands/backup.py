@@ -4,7 +4,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from contexts.stack.backup import BackupError, backup
+from contexts.usecases.maintenance import BackupError, back_up
 
 
 class Command(BaseCommand):
@@ -15,7 +15,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, file: Path, **options) -> None:
         try:
-            written = backup(file)
+            written = back_up(file)
         except BackupError as exc:
             raise CommandError(str(exc)) from exc
         self.stdout.write(f"backup written to {written} ({written.stat().st_size} bytes)")

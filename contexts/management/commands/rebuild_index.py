@@ -1,12 +1,12 @@
 """``manage.py rebuild_index --org SLUG | --outdated``: recreate this node's lexical index of
 one organization from PostgreSQL, or catch up every organization's, rebuilding those that are
-missing, unreadable or built with an outdated schema (``contexts.indexes.follower``)."""
+missing, unreadable or built with an outdated schema (``contexts.usecases.maintenance``)."""
 
 from django.core.management.base import BaseCommand, CommandError
 
 from accounts.lookups import find_org
 from accounts.models import Organization
-from contexts.indexes import follower
+from contexts.usecases import maintenance
 
 
 class Command(BaseCommand):
@@ -21,7 +21,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, org: str | None, outdated: bool, **options) -> None:
         if outdated:
-            ids = follower.catch_up_all()
+            ids = maintenance.catch_up_indexes()
             rebuilt = list(Organization.objects.filter(pk__in=ids).order_by("slug")
                            .values_list("slug", flat=True))
             self.stdout.write(f"rebuilt {len(rebuilt)} outdated index(es)"
@@ -30,5 +30,5 @@ class Command(BaseCommand):
         organization = find_org(org)
         if organization is None:
             raise CommandError(f"no organization {org!r}")
-        count = follower.rebuild(organization.pk)
+        count = maintenance.rebuild_index(organization)
         self.stdout.write(f"indexed {count} fragments of {organization.slug}")

@@ -5,9 +5,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from accounts.models import Organization
-from contexts.indexes import follower
-from contexts.stack.backup import BackupError, restore
+from contexts.usecases.maintenance import BackupError, restore_backup
 
 
 class Command(BaseCommand):
@@ -18,10 +16,9 @@ class Command(BaseCommand):
 
     def handle(self, *args, file: Path, **options) -> None:
         try:
-            restore(file)
+            indexed = restore_backup(file)
         except BackupError as exc:
             raise CommandError(str(exc)) from exc
         self.stdout.write(f"restored {file}")
-        for org in Organization.objects.order_by("slug"):
-            count = follower.rebuild(org.pk)
-            self.stdout.write(f"indexed {count} fragments of {org.slug}")
+        for slug, count in indexed.items():
+            self.stdout.write(f"indexed {count} fragments of {slug}")
