@@ -516,13 +516,19 @@ def _system_user(name: str) -> pwd.struct_passwd:
     """The system user ``name``, created once. Processes starting their servers at the same time
     on a fresh machine (the test workers) take turns: two concurrent ``useradd`` runs left a
     data directory owned by a uid that no longer existed."""
-    with open(Path(tempfile.gettempdir()) / f"{name}.useradd.lock", "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    # In the shared temp directory: never through a symlink someone planted there (root opens
+    # it). The lock goes with the process, a killed one included.
+    fd = os.open(Path(tempfile.gettempdir()) / f"{name}.useradd.lock",
+                 os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
         try:
             return pwd.getpwnam(name)
         except KeyError:
             subprocess.run(["useradd", "-M", "-s", "/bin/false", name], check=True)
             return pwd.getpwnam(name)
+    finally:
+        os.close(fd)
 
 
 def _open_parents(path: Path) -> None:

@@ -31,7 +31,6 @@ def propose_duplicates(org: Organization, now: dt.datetime | None = None) -> dic
     return dedup_review.propose_duplicates(org, now)
 
 
-
 def rebuild_index(org: Organization) -> int:
     """This node's lexical index of ``org`` recreated from PostgreSQL; the fragments indexed."""
     return follower.rebuild(org.pk)

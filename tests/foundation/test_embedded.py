@@ -104,7 +104,6 @@ def test_a_stack_stops_only_what_it_started(tmp_path):
         someone_elses.stop()
 
 
-
 @pytest.mark.skipif(os.geteuid() != 0, reason="creates a system user: root only")
 def test_processes_starting_at_once_create_the_system_user_once():
     """Test workers on a fresh machine start their servers together: each must see the one
@@ -126,3 +125,20 @@ def test_processes_starting_at_once_create_the_system_user_once():
         assert uids == {pwd.getpwnam(name).pw_uid}
     finally:
         subprocess.run(["userdel", name], capture_output=True, check=False)
+
+
+def test_a_symlink_planted_as_the_user_lock_is_not_followed(tmp_path):
+    """The lock sits in the shared temp directory and root opens it: a symlink there must not
+    make root create or touch the file it points to."""
+    from contexts.stack.servers import _system_user
+
+    name = f"ctx_planted_{os.getpid()}"
+    lock = Path(tempfile.gettempdir()) / f"{name}.useradd.lock"
+    target = tmp_path / "victim"
+    lock.symlink_to(target)
+    try:
+        with pytest.raises(OSError):
+            _system_user(name)
+        assert not target.exists()
+    finally:
+        lock.unlink()
