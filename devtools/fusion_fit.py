@@ -31,6 +31,7 @@ from contexts.evaluation.harness import (
     create_org,
     drop_org,
 )
+from contexts.models import FragmentKind
 from contexts.retrieval import adaptive, fuse
 from contexts.retrieval.pipeline import retrieve
 from contexts.retrieval.types import FusionConfig
@@ -65,9 +66,10 @@ class Collected:
                    np.array(data["ndcg"]), np.array(data["mrr"]), data["types"])
 
 
-def _fused_order(legs: dict, share: float, namespaces: dict) -> list[int]:
-    config = FusionConfig.convex_share(share)
-    candidates = fuse.convex(legs, config, namespaces)
+def _fused_order(legs: dict, share: float, namespaces: dict, tests: set[int],
+                 priors: tuple[float, float]) -> list[int]:
+    config = FusionConfig.convex_share(share, *priors)
+    candidates = fuse.convex(legs, config, namespaces, tests)
     return [c.fragment_id for c in
             sorted(candidates.values(), key=lambda c: (-c.relevance, c.fragment_id))]
 
@@ -98,13 +100,16 @@ def collect(path: str, split: str, log: Callable[[str], None] = print) -> Collec
             namespaces = {pk: item.fragment.namespace for pk, item in by_pk.items()}
             judged = data.qrels[qid]
             ndcg, mrr = [], []
+            values = adaptive.features(text, legs, namespaces)
+            tests = {pk for pk, item in by_pk.items() if item.fragment.kind == FragmentKind.TEST}
+            # Not fitted here: each α is scored with the priors the query gets.
+            priors = adaptive.prose_discount(text, values), adaptive.discount_for_tests(text)
             for share in GRID:
-                order = [by_pk[pk] for pk in _fused_order(legs, share, namespaces)
+                order = [by_pk[pk] for pk in _fused_order(legs, share, namespaces, tests, priors)
                          if pk in by_pk][:DEPTH]
                 ranked = harness._ranked_ids(qid, order)
                 ndcg.append(metrics.ndcg_at_k(ranked, judged, 10))
                 mrr.append(metrics.mrr_at_k(ranked, judged, 10))
-            values = adaptive.features(text, legs, namespaces)
             rows_f.append([values[name] for name in adaptive.FEATURES])
             rows_n.append(ndcg)
             rows_m.append(mrr)

@@ -112,12 +112,17 @@ def _find(directory: Path, stem: str) -> Path | None:
     return None
 
 
-def load(directory: str | Path, split: str) -> Dataset:
+def load(directory: str | Path, split: str, source: str | Path | None = None) -> Dataset:
+    """The dataset in ``directory``; ``source`` names another ``source.txt`` to ingest instead
+    of the directory's own (the same questions over a larger or smaller tree)."""
     root = Path(directory).resolve()
     if not root.is_dir():
         raise DatasetError(f"{directory}: not a directory")
     corpus = _find(root, "corpus.jsonl")
-    manifest = read_manifest(root / "source.txt") if (root / "source.txt").is_file() else None
+    manifest_file = Path(source) if source is not None else root / "source.txt"
+    if source is not None and not manifest_file.is_file():
+        raise DatasetError(f"{source}: no such source manifest")
+    manifest = read_manifest(manifest_file) if manifest_file.is_file() else None
     if corpus is None and manifest is None:
         raise DatasetError(f"{directory}: neither corpus.jsonl[.gz] nor source.txt")
     queries_file = _find(root, "queries.jsonl")

@@ -36,6 +36,7 @@ from contexts.evaluation.labels import Label, Pointer, SourceTree
 from contexts.indexes import indexing
 from contexts.ingestion.chunk import CHUNKER_VERSION
 from contexts.ingestion.pipeline import Ingestor, Stats, Target
+from contexts.ingestion.policy import Policy
 from contexts.ingestion.sources import SKIP_DIRS, Skipped, SourceFile, walk
 from contexts.models import SourcePointer
 from contexts.retrieval import adaptive
@@ -336,6 +337,7 @@ class Harness:
         and only the manifest decides what is in the corpus."""
         manifest = self.dataset.manifest
         assert manifest is not None
+        kinds = Policy()  # the kinds a source's default policy gives (test code is `test`)
         for directory, dirnames, filenames in os.walk(manifest.root):
             dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS
                                  and not d.startswith("."))
@@ -345,8 +347,8 @@ class Harness:
                 if not manifest.wants(rel):
                     continue
                 for item in walk(full, max_bytes=settings.INGEST_MAX_FILE_BYTES):
-                    yield (SourceFile(rel, item.raw) if isinstance(item, SourceFile)
-                           else Skipped(rel, item.reason))
+                    yield (SourceFile(rel, item.raw, kind=kinds.kind_for(rel))
+                           if isinstance(item, SourceFile) else Skipped(rel, item.reason))
 
     def _run_ingestor(self, target: Target, files: list[SourceFile | Skipped]) -> None:
         total = len(files)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 from contexts.retrieval.types import Candidate, FusionConfig
 
@@ -50,10 +50,12 @@ def _min_max(ranked: Sequence[tuple[int, float]]) -> dict[int, float]:
 
 
 def convex(legs: Mapping[str, Sequence[tuple[int, float]]], config: FusionConfig,
-           namespaces: Mapping[int, str] | None = None) -> dict[int, Candidate]:
+           namespaces: Mapping[int, str] | None = None,
+           tests: Collection[int] = ()) -> dict[int, Candidate]:
     """Convex combination of min-max normalised leg scores (Bruch et al., 2022): uses the
     scores' spread, which RRF throws away. Same Candidate shape as :func:`rrf`; relevance is
-    the weighted mean of normalised scores, 0–1."""
+    the weighted mean of normalised scores, 0–1, less ``config.prose_discount`` of it for a
+    prose fragment and ``config.test_discount`` for a test fragment (pk in ``tests``)."""
     namespaces = namespaces or {}
     candidates = rrf(legs, config, namespaces)  # ranks, raw scores, RRF kept for the trace
     table = _leg_weights(legs, config, namespaces)
@@ -67,16 +69,23 @@ def convex(legs: Mapping[str, Sequence[tuple[int, float]]], config: FusionConfig
         for fragment_id, normalised in _min_max(ranked).items():
             candidates[fragment_id].relevance += (
                 leg_weight[namespaces.get(fragment_id)] * normalised)
+    prose, tests_keep = 1.0 - config.prose_discount, 1.0 - config.test_discount
     for candidate in candidates.values():
-        candidate.relevance /= totals[namespaces.get(candidate.fragment_id)]
+        namespace = namespaces.get(candidate.fragment_id)
+        candidate.relevance /= totals[namespace]
+        if namespace == "prose":
+            candidate.relevance *= prose
+        if candidate.fragment_id in tests:
+            candidate.relevance *= tests_keep
     return candidates
 
 
 def fuse(legs: Mapping[str, Sequence[tuple[int, float]]], config: FusionConfig,
-         namespaces: Mapping[int, str] | None = None) -> dict[int, Candidate]:
-    """The configured fusion: ``rrf`` or ``convex``."""
+         namespaces: Mapping[int, str] | None = None,
+         tests: Collection[int] = ()) -> dict[int, Candidate]:
+    """The configured fusion: ``rrf`` or ``convex`` (``tests``: the test fragments' pks)."""
     if config.method == "convex":
-        return convex(legs, config, namespaces)
+        return convex(legs, config, namespaces, tests)
     if config.method != "rrf":
         raise ValueError(f"unknown fusion method {config.method!r} (rrf, convex)")
     return rrf(legs, config, namespaces)

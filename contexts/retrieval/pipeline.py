@@ -31,7 +31,7 @@ from typing import Any
 
 from accounts.models import new_public_id
 from contexts.kernel.metrics import observe_retrieval
-from contexts.models import RetrievalTrace
+from contexts.models import FragmentKind, RetrievalTrace
 from contexts.retrieval import adaptive, compose, fuse, inputs
 from contexts.retrieval.dense import DenseLeg, QueryEmbedding
 from contexts.retrieval.legs import Leg, LegUnavailable, Pending, Ranked
@@ -137,11 +137,13 @@ def _fuse(request: RetrievalRequest, ranked: dict[str, Ranked], rows: CandidateR
     legs = {leg: [(pk, score) for pk, score in hits if pk in by_pk]
             for leg, hits in ranked.items()}
     namespaces = {pk: row.namespace for pk, row in by_pk.items()}
+    tests = {pk for pk, row in by_pk.items() if row.kind == FragmentKind.TEST}
     choice = None
     if fusion.method == "adaptive":
         share, choice = adaptive.choose(request.query, legs, namespaces)
-        fusion = FusionConfig.convex_share(share)
-    return fuse.fuse(legs, fusion, namespaces), fusion, choice
+        fusion = FusionConfig.convex_share(share, choice["prose_discount"],
+                                           choice["test_discount"])
+    return fuse.fuse(legs, fusion, namespaces, tests), fusion, choice
 
 
 def _after_answer(request: RetrievalRequest, result: RetrievalResult, rows: CandidateRows,

@@ -36,18 +36,25 @@ class FusionConfig:
     # rrf | convex (weighted min-max normalised scores) | adaptive (convex, with the legs'
     # weights chosen per query by contexts.retrieval.adaptive)
     method: str = field(default_factory=lambda: settings.RETRIEVAL["fusion"])
+    # Convex fusion only, chosen per query by contexts.retrieval.adaptive (0 elsewhere): the
+    # share of its score a prose fragment loses, and the share a test fragment loses.
+    prose_discount: float = 0.0
+    test_discount: float = 0.0
 
     @classmethod
     def from_settings(cls) -> FusionConfig:
         return cls()
 
     @classmethod
-    def convex_share(cls, lexical_share: float) -> FusionConfig:
+    def convex_share(cls, lexical_share: float, prose_discount: float = 0.0,
+                     test_discount: float = 0.0) -> FusionConfig:
         """Convex fusion with the lexical leg weighted ``lexical_share`` and the dense leg the
-        rest, in every namespace (what adaptive fusion chose for one query)."""
-        share = min(1.0, max(0.0, float(lexical_share)))
+        rest, in every namespace, prose and test fragments losing those shares of their
+        scores (what adaptive fusion chose for one query)."""
+        share, prose, tests = (min(1.0, max(0.0, float(value)))
+                               for value in (lexical_share, prose_discount, test_discount))
         return cls(method="convex", weights=_freeze({"lexical": share, "dense": 1.0 - share}),
-                   namespace_weights=())
+                   namespace_weights=(), prose_discount=prose, test_discount=tests)
 
     @cached_property
     def _weight_table(self) -> dict[str | None, dict[str, float]]:
@@ -62,7 +69,8 @@ class FusionConfig:
 
     def as_dict(self) -> dict:
         return {"fusion": self.method, "rrf_k": self.k, "leg_weights": dict(self.weights),
-                "namespace_leg_weights": {ns: dict(w) for ns, w in self.namespace_weights}}
+                "namespace_leg_weights": {ns: dict(w) for ns, w in self.namespace_weights},
+                "prose_discount": self.prose_discount, "test_discount": self.test_discount}
 
 
 def _default_weight(name: str):

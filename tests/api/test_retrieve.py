@@ -308,3 +308,13 @@ def test_the_trace_records_the_adaptive_choice_and_the_console_shows_it(api, cas
     console.force_login(cast.lead)
     page = console.get(f"/traces/{trace_id}/").content.decode()
     assert "Adaptive fusion" in page and "identifier_share" in page
+    assert choice["prose_discount"] == parameters["prose_discount"] == 0.0
+    assert "Prose lost" not in page
+    # A "which module" question in words: prose counts less, in the fusion that ran too.
+    trace_id = ask(api, "which module limits how often a client may ask?",
+                   {"org_id": "acme", "repo_id": "web"}).json()["trace_id"]
+    parameters = api.get(f"/api/traces/{trace_id}").json()["parameters"]
+    assert parameters["adaptive"]["prose_discount"] == parameters["prose_discount"] == \
+        adaptive.LOCATION_PROSE_DISCOUNT
+    page = console.get(f"/traces/{trace_id}/").content.decode()
+    assert "Prose lost <strong>40%</strong>" in page and "Test code lost <strong>30%" in page

@@ -33,6 +33,21 @@ def test_the_golden_manifest_selects_sources_not_tests_or_generated_migrations()
     assert not manifest.wants("contexts/README.md")  # /README.md is the root one only
 
 
+def test_another_manifest_ingests_the_same_questions_over_another_tree():
+    golden = Path(__file__).resolve().parent.parent / "golden"
+    with_tests = load(golden, "dev-tests", source=golden / "source-with-tests.txt")
+    assert with_tests.manifest.wants("tests/evaluation/test_golden.py")
+    assert with_tests.manifest.wants("contexts/retrieval/fuse.py")
+    assert not with_tests.manifest.wants("contexts/migrations/0001_initial.py")
+    assert with_tests.manifest.root == load(golden, "dev").manifest.root
+    # The questions about tests ask only about test files, and only there.
+    assert with_tests.qrels and all(label.startswith("tests/") for judged in
+                                    with_tests.qrels.values() for label in judged)
+    assert not set(with_tests.qrels) & set(load(golden, "dev").qrels)
+    with pytest.raises(DatasetError, match="no such source manifest"):
+        load(golden, "dev", source=golden / "missing.txt")
+
+
 def test_manifest_errors_name_the_line(tmp_path):
     bad = tmp_path / "source.txt"
     bad.write_text("root: .\nincludes: *.md\n")

@@ -103,6 +103,7 @@ def test_fail_below_is_a_quality_gate(tiny, index_dir):
     (["--pipelines", "bm25,colbert"], "unknown pipeline"),
     (["--compare-to", "eval_nosuchrun"], "no evaluation run"),
     (["--split", "dev"], "no qrels/dev.tsv"),
+    (["--source", "no/such/source.txt"], "no such source manifest"),
 ])
 def test_bad_arguments_fail_before_anything_is_ingested(tiny, index_dir, args, message):
     with pytest.raises(CommandError, match=re.escape(message)):

@@ -78,6 +78,8 @@ def test_the_request_is_rebuilt_from_the_trace_and_overridden(recorded):
     assert request.scope_ids == frozenset(trace.scope_ids) == {recorded.scope_id}
     assert request.legs == ("lexical", "dense") and request.reranker == "none"
     assert request.fusion.k == trace.parameters["rrf_k"]
+    assert request.fusion.prose_discount == trace.parameters["prose_discount"]
+    assert request.fusion.test_discount == trace.parameters["test_discount"]
     candidate = candidate_request(request, parse_config(
         '{"rrf_k": 20, "leg_weights": {"lexical": 0.5, "dense": 1}, "legs": ["dense"]}'))
     assert candidate.fusion.k == 20.0 and candidate.legs == ("dense",)

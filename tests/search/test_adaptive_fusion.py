@@ -90,6 +90,44 @@ def test_the_expected_share_and_a_missing_leg():
     assert adaptive.choose("x", {"lexical": LEGS["lexical"], "dense": []}, {})[0] == 1.0
 
 
+@pytest.mark.parametrize(("query", "discount"), [
+    # Where something is done, asked in words: the code that does it.
+    ("which module checks an uploaded zip for too many members?", adaptive.LOCATION_PROSE_DISCOUNT),
+    ("Which files decide the queue a sync runs in", adaptive.LOCATION_PROSE_DISCOUNT),
+    ("which console module draws the score bars?", adaptive.LOCATION_PROSE_DISCOUNT),
+    ("where is scope enforced", adaptive.LOCATION_PROSE_DISCOUNT),
+    # How something behaves: code a little more often than prose.
+    ("how does a sync work out which files changed?", adaptive.QUESTION_PROSE_DISCOUNT),
+    ("what happens when a reviewer approves a proposal?", adaptive.QUESTION_PROSE_DISCOUNT),
+    ("does an agent get a summary of a fragment", adaptive.QUESTION_PROSE_DISCOUNT),
+    # A task asks for instructions; keywords, identifiers, paths and errors are not asked in words.
+    ("how do I run the test suite", 0.0),
+    ("where do I find the logs?", 0.0),
+    ("how to upgrade an installation", 0.0),
+    ("tantivy schema fields", 0.0),
+    ("which module defines hash_token_secret?", 0.0),
+    ("what is in contexts/search/_terms.py?", 0.0),
+    (ERROR, 0.0),
+])
+def test_the_prose_discount_follows_how_the_question_is_asked(query, discount):
+    assert adaptive.prose_discount(query, adaptive.text_features(query)) == discount
+    assert adaptive.choose(query, LEGS, {})[1]["prose_discount"] == discount
+
+
+@pytest.mark.parametrize(("query", "discount"), [
+    ("hash_token_secret", adaptive.TEST_DISCOUNT),
+    ("how are agent tokens hashed?", adaptive.TEST_DISCOUNT),
+    (ERROR, adaptive.TEST_DISCOUNT),
+    ("how is hash_token_secret tested?", 0.0),
+    ("tests for the fusion arithmetic", 0.0),
+    ("which fixture builds the world", 0.0),
+    ("latest release notes", adaptive.TEST_DISCOUNT),  # "latest" is not "test"
+])
+def test_test_code_counts_less_unless_the_question_asks_about_tests(query, discount):
+    assert adaptive.discount_for_tests(query) == discount
+    assert adaptive.choose(query, LEGS, {})[1]["test_discount"] == discount
+
+
 def test_a_model_fitted_on_other_features_is_refused():
     data = model_with([0.0] * len(fusion_fit.GRID)).as_json()
     data["features"] = data["features"][:-1]

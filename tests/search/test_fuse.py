@@ -36,6 +36,28 @@ def test_convex_blends_min_max_normalised_scores() -> None:
     assert got[2].rrf == pytest.approx(0.5 / 12 + 1.0 / 11)  # RRF kept for the trace
 
 
+def test_prose_and_test_discounts_take_their_share_of_those_fragments_scores() -> None:
+    namespaces = {1: "prose", 2: "code", 3: "code", 4: "code"}
+    plain = convex(LEGS, FusionConfig.convex_share(0.5), namespaces, tests={3})
+    got = convex(LEGS, FusionConfig.convex_share(0.5, 0.4, 0.3), namespaces, tests={3})
+    # lexical 12/8/4 → 1, 0.5, 0; dense 0.9/0.5 → 1, 0; shares 0.5 each.
+    assert plain[1].relevance == pytest.approx(0.5) and plain[2].relevance == pytest.approx(0.75)
+    assert got[1].relevance == pytest.approx(0.5 * 0.6)  # prose
+    assert got[2].relevance == pytest.approx(0.75)  # code: untouched
+    assert got[3].relevance == 0.0 and got[4].relevance == 0.0
+    tested = convex({"lexical": [(3, 2.0), (2, 1.0)], "dense": [(3, 0.9), (2, 0.1)]},
+                    FusionConfig.convex_share(0.5, 0.4, 0.3), namespaces, tests={3})
+    assert tested[3].relevance == pytest.approx(0.7) and tested[2].relevance == 0.0
+    # In a corpus of one namespace without tests the discounts change nothing at all.
+    all_code = dict.fromkeys(range(1, 5), "code")
+    discounted = convex(LEGS, FusionConfig.convex_share(0.5, 0.4, 0.3), all_code)
+    undiscounted = convex(LEGS, FusionConfig.convex_share(0.5), all_code)
+    assert {pk: c.relevance for pk, c in discounted.items()} == \
+        {pk: c.relevance for pk, c in undiscounted.items()}
+    assert FusionConfig.convex_share(0.5, 1.7, -1).prose_discount == 1.0  # clamped
+    assert FusionConfig.convex_share(0.5, 1.7, -1).test_discount == 0.0
+
+
 def test_fuse_dispatches_on_the_configured_method() -> None:
     assert fuse(LEGS, CONFIG)[2].relevance == rrf(LEGS, CONFIG)[2].relevance
     convex_config = FusionConfig(k=10.0, weights=CONFIG.weights, method="convex")
@@ -49,8 +71,9 @@ def test_the_defaults_are_the_settings(settings) -> None:
     from contexts.retrieval.types import Weights
 
     assert FusionConfig() == FusionConfig.from_settings()
-    assert FusionConfig().as_dict() == {key: settings.RETRIEVAL[key] for key in (
-        "fusion", "rrf_k", "leg_weights", "namespace_leg_weights")}
+    assert FusionConfig().as_dict() == {**{key: settings.RETRIEVAL[key] for key in (
+        "fusion", "rrf_k", "leg_weights", "namespace_leg_weights")}, "prose_discount": 0.0,
+        "test_discount": 0.0}
     assert vars(Weights()) == settings.DEFAULT_WEIGHTS
     settings.RETRIEVAL = {**settings.RETRIEVAL, "fusion": "rrf", "rrf_k": 42.0}
     settings.DEFAULT_WEIGHTS = {**settings.DEFAULT_WEIGHTS, "w_r": 0.5}

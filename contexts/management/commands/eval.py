@@ -32,6 +32,8 @@ class Command(BaseCommand):
                             help="drop a retrieved document whose id equals the query id")
         parser.add_argument("--json", dest="json_out", help="write the metrics to this file")
         parser.add_argument("--limit", type=int, help="only the first N queries of the split")
+        parser.add_argument("--source", help="ingest this source.txt instead of the dataset's "
+                                             "own (e.g. tests/golden/source-with-tests.txt)")
         parser.add_argument("--chunk", action="store_true",
                             help="chunk documents normally instead of one fragment each")
         parser.add_argument("--compare-to", help="public id of an earlier run (eval_…): show "
@@ -44,7 +46,7 @@ class Command(BaseCommand):
     def handle(self, *args, dataset: str, split: str, pipelines: str,
                ignore_identical_ids: bool, json_out: str | None, limit: int | None,
                chunk: bool, compare_to: str | None, fail_below: list[str],
-               **options) -> None:
+               source: str | None = None, **options) -> None:
         names = tuple(dict.fromkeys(p.strip() for p in pipelines.split(",") if p.strip()))
         unknown = [n for n in names if n not in PIPELINES]
         if unknown or not names:
@@ -62,7 +64,7 @@ class Command(BaseCommand):
         if limit is not None and limit < 1:
             raise CommandError("--limit must be at least 1")
         try:
-            data = load(dataset, split)
+            data = load(dataset, split, source)
             run_options = EvalOptions(split=split, pipelines=names,
                                       ignore_identical_ids=ignore_identical_ids, limit=limit,
                                       chunk=chunk)
@@ -71,7 +73,8 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from exc
 
         run = save_run(report, {"ignore_identical_ids": ignore_identical_ids, "limit": limit,
-                                "chunk": chunk, "path": str(Path(dataset).resolve())})
+                                "chunk": chunk, "path": str(Path(dataset).resolve()),
+                                "source": str(Path(source).resolve()) if source else None})
         self._print(report, run, baseline)
         if json_out:
             payload = {**report.as_json(), "run_id": run.public_id}

@@ -1,0 +1,105 @@
+"""Issue 41: through the real legs, fusion and trace, a definition comes before the tests that
+repeat its name unless the question asks about tests, and a question in words about which
+module does something counts the prose about it less than the code."""
+
+import pytest
+
+from accounts.permissions import SYSTEM
+from contexts.indexes.follower import reindex_fragments
+from contexts.models import RetrievalTrace
+from contexts.retrieval import adaptive
+from contexts.retrieval.fuse import convex
+from contexts.retrieval.types import FusionConfig
+from contexts.services.fragments import create_fragment
+from tests.api.conftest import as_token
+
+SCOPE = {"org_id": "acme", "repo_id": "web"}
+# The definition sits in a chunk it shares with a neighbour, as the chunker packs small
+# definitions; the tests name the function in every line.
+DEFINITION = '''class Membership(models.Model):
+    """A person's role in an organization."""
+    user = models.ForeignKey(User, on_delete=models.CASCADE)
+    role = models.CharField(max_length=20)
+
+
+def hash_token_secret(raw: str) -> str:
+    """The stored form of an agent token's secret: its SHA-256, never the secret itself."""
+    return hashlib.sha256(raw.encode()).hexdigest()'''
+TESTS = ['''def test_hash_token_secret_is_stable():
+    assert hash_token_secret("a") == hash_token_secret("a")
+    assert hash_token_secret("a") != hash_token_secret("b")''',
+         '''def test_hash_token_secret_hides_the_secret():
+    assert "secret" not in hash_token_secret("secret")
+    assert len(hash_token_secret("secret")) == 64''']
+
+
+def _code(scope, title, body, kind="code", symbol=""):
+    return create_fragment(SYSTEM, scope, title=title, body=body, kind=kind, namespace="code",
+                           language="python", symbol=symbol)
+
+
+def _fused(trace) -> dict[str, float]:
+    """Each candidate's relevance fused again from the trace's own leg scores at the recorded
+    lexical share, without either discount: what the discounts are measured against."""
+    legs = {leg: sorted(((c["id"], c[leg]) for c in trace.candidates if c[leg] is not None),
+                        key=lambda hit: -hit[1]) for leg in ("bm25", "dense")}
+    choice = trace.parameters["adaptive"]
+    fused = convex({"lexical": legs["bm25"], "dense": legs["dense"]},
+                   FusionConfig.convex_share(choice["lexical_share"]))
+    return {pk: c.relevance for pk, c in fused.items()}
+
+
+def _ask(api, query):
+    body = api.post("/api/contexts/retrieve", {"query": query, "scope": SCOPE},
+                    format="json").json()
+    return body, RetrievalTrace.objects.get(public_id=body["trace_id"])
+
+
+def test_the_definition_comes_before_its_tests_unless_the_question_asks_about_tests(api, cast,
+                                                                                    settings,
+                                                                                    tmp_path):
+    settings.LEXICAL_INDEX_DIR = tmp_path / "index"
+    definition = _code(cast.repo.scope, "Membership, hash_token_secret", DEFINITION,
+                       symbol="Membership")
+    tests = [_code(cast.repo.scope, f"test_tokens.py part {n}", body, kind="test")
+             for n, body in enumerate(TESTS, start=1)]
+    reindex_fragments([definition.pk, *(t.pk for t in tests)])
+    as_token(api, cast.raw_token)
+
+    test_ids = {t.public_id for t in tests}
+    body, trace = _ask(api, "hash_token_secret")
+    assert body["fragments"][0]["id"] == definition.public_id
+    assert trace.parameters["adaptive"]["test_discount"] == adaptive.TEST_DISCOUNT
+    plain = _fused(trace)
+    for c in trace.candidates:  # the tests lose the discount's share, the definition nothing
+        share = 1 - adaptive.TEST_DISCOUNT if c["id"] in test_ids else 1.0
+        assert c["relevance"] == pytest.approx(share * plain[c["id"]], abs=1e-3), c
+    assert {c["id"] for c in trace.candidates} == test_ids | {definition.public_id}
+
+    body, trace = _ask(api, "how is hash_token_secret tested?")
+    assert body["fragments"][0]["id"] in test_ids
+    assert trace.parameters["adaptive"]["test_discount"] == 0.0
+    plain = _fused(trace)
+    assert all(c["relevance"] == pytest.approx(plain[c["id"]], abs=1e-3)
+               for c in trace.candidates)
+
+
+def test_a_which_module_question_in_words_discounts_the_prose(api, cast, world):
+    definition = _code(cast.repo.scope, "Membership, hash_token_secret", DEFINITION,
+                       symbol="Membership")
+    prose = create_fragment(SYSTEM, cast.repo.scope, title="Agent tokens",
+                            body="Agent tokens are kept hashed, so a copy of the database holds "
+                                 "no token an agent could use.")
+    reindex_fragments([definition.pk, prose.pk])
+    as_token(api, cast.raw_token)
+    _body, trace = _ask(api, "which module hashes agent tokens?")
+    discount = trace.parameters["adaptive"]["prose_discount"]
+    assert discount == trace.parameters["prose_discount"] == adaptive.LOCATION_PROSE_DISCOUNT
+    plain = _fused(trace)
+    for c in trace.candidates:  # prose loses the discount's share, code nothing
+        keep = 1.0 if c["id"] == definition.public_id else 1 - discount
+        assert c["relevance"] == pytest.approx(keep * plain[c["id"]], abs=1e-3), c
+    assert len(trace.candidates) > 2  # the world's prose is scored too
+    # A question with an identifier in it is not asked in words: no discount.
+    _body, trace = _ask(api, "which module defines hash_token_secret?")
+    assert trace.parameters["adaptive"]["prose_discount"] == 0.0
