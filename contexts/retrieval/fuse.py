@@ -69,15 +69,24 @@ def convex(legs: Mapping[str, Sequence[tuple[int, float]]], config: FusionConfig
         for fragment_id, normalised in _min_max(ranked).items():
             candidates[fragment_id].relevance += (
                 leg_weight[namespaces.get(fragment_id)] * normalised)
-    prose, tests_keep = 1.0 - config.prose_discount, 1.0 - config.test_discount
+    keep = _kept_shares(candidates, config, namespaces, tests)
     for candidate in candidates.values():
-        namespace = namespaces.get(candidate.fragment_id)
-        candidate.relevance /= totals[namespace]
-        if namespace == "prose":
-            candidate.relevance *= prose
-        if candidate.fragment_id in tests:
-            candidate.relevance *= tests_keep
+        candidate.relevance /= totals[namespaces.get(candidate.fragment_id)]
+        candidate.relevance *= keep.get(candidate.fragment_id, 1.0)
     return candidates
+
+
+def _kept_shares(candidates: Mapping[int, Candidate], config: FusionConfig,
+                 namespaces: Mapping[int, str], tests: Collection[int]) -> dict[int, float]:
+    """The share of its score each discounted candidate keeps, relative to the best-kept
+    candidate: where every candidate is prose (or test code) nothing changes, so a corpus of
+    one kind keeps its scores and their balance with freshness and authority."""
+    if not (config.prose_discount or config.test_discount):
+        return {}
+    kept = {pk: (1.0 - config.prose_discount if namespaces.get(pk) == "prose" else 1.0)
+            * (1.0 - config.test_discount if pk in tests else 1.0) for pk in candidates}
+    best = max(kept.values(), default=1.0) or 1.0
+    return {pk: share / best for pk, share in kept.items() if share != best}
 
 
 def fuse(legs: Mapping[str, Sequence[tuple[int, float]]], config: FusionConfig,

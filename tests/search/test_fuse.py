@@ -48,12 +48,18 @@ def test_prose_and_test_discounts_take_their_share_of_those_fragments_scores() -
     tested = convex({"lexical": [(3, 2.0), (2, 1.0)], "dense": [(3, 0.9), (2, 0.1)]},
                     FusionConfig.convex_share(0.5, 0.4, 0.3), namespaces, tests={3})
     assert tested[3].relevance == pytest.approx(0.7) and tested[2].relevance == 0.0
-    # In a corpus of one namespace without tests the discounts change nothing at all.
-    all_code = dict.fromkeys(range(1, 5), "code")
-    discounted = convex(LEGS, FusionConfig.convex_share(0.5, 0.4, 0.3), all_code)
-    undiscounted = convex(LEGS, FusionConfig.convex_share(0.5), all_code)
-    assert {pk: c.relevance for pk, c in discounted.items()} == \
-        {pk: c.relevance for pk, c in undiscounted.items()}
+    # Where every candidate is of one kind — code, prose, or tests — nothing changes at all.
+    for kinds, tests in ((dict.fromkeys(range(1, 5), "code"), ()),
+                         (dict.fromkeys(range(1, 5), "prose"), ()),
+                         (dict.fromkeys(range(1, 5), "code"), {1, 2, 3, 4})):
+        discounted = convex(LEGS, FusionConfig.convex_share(0.5, 0.4, 0.3), kinds, tests)
+        undiscounted = convex(LEGS, FusionConfig.convex_share(0.5), kinds, tests)
+        assert {pk: c.relevance for pk, c in discounted.items()} == \
+            {pk: c.relevance for pk, c in undiscounted.items()}
+    # Prose beside tests only: the tests are the best-kept, the prose keeps 0.6 / 0.7 of theirs.
+    mixed = convex(LEGS, FusionConfig.convex_share(0.5, 0.4, 0.3), namespaces, tests={2, 3, 4})
+    assert mixed[1].relevance == pytest.approx(0.5 * 0.6 / 0.7)
+    assert mixed[2].relevance == pytest.approx(0.75)
     assert FusionConfig.convex_share(0.5, 1.7, -1).prose_discount == 1.0  # clamped
     assert FusionConfig.convex_share(0.5, 1.7, -1).test_discount == 0.0
 
