@@ -67,8 +67,8 @@ class Collected:
 
 
 def _fused_order(legs: dict, share: float, namespaces: dict, tests: set[int],
-                 priors: tuple[float, float]) -> list[int]:
-    config = FusionConfig.convex_share(share, *priors)
+                 discounts: tuple[float, float]) -> list[int]:
+    config = FusionConfig.convex_share(share, *discounts)
     candidates = fuse.convex(legs, config, namespaces, tests)
     return [c.fragment_id for c in
             sorted(candidates.values(), key=lambda c: (-c.relevance, c.fragment_id))]
@@ -102,10 +102,10 @@ def collect(path: str, split: str, log: Callable[[str], None] = print) -> Collec
             ndcg, mrr = [], []
             values = adaptive.features(text, legs, namespaces)
             tests = {pk for pk, item in by_pk.items() if item.fragment.kind == FragmentKind.TEST}
-            # Not fitted here: each α is scored with the priors the query gets.
-            priors = adaptive.prose_discount(text, values), adaptive.discount_for_tests(text)
+            # Not fitted here: each α is scored with the discounts the query gets.
+            discounts = adaptive.prose_discount(text, values), adaptive.discount_for_tests(text)
             for share in GRID:
-                order = [by_pk[pk] for pk in _fused_order(legs, share, namespaces, tests, priors)
+                order = [by_pk[pk] for pk in _fused_order(legs, share, namespaces, tests, discounts)
                          if pk in by_pk][:DEPTH]
                 ranked = harness._ranked_ids(qid, order)
                 ndcg.append(metrics.ndcg_at_k(ranked, judged, 10))

@@ -309,7 +309,7 @@ def test_the_trace_records_the_adaptive_choice_and_the_console_shows_it(api, cas
     page = console.get(f"/traces/{trace_id}/").content.decode()
     assert "Adaptive fusion" in page and "identifier_share" in page
     assert choice["prose_discount"] == parameters["prose_discount"] == 0.0
-    assert "Prose lost" not in page
+    assert "prose counted" not in page
     # A "which module" question in words: prose counts less, in the fusion that ran too.
     trace_id = ask(api, "which module limits how often a client may ask?",
                    {"org_id": "acme", "repo_id": "web"}).json()["trace_id"]
@@ -317,4 +317,5 @@ def test_the_trace_records_the_adaptive_choice_and_the_console_shows_it(api, cas
     assert parameters["adaptive"]["prose_discount"] == parameters["prose_discount"] == \
         adaptive.LOCATION_PROSE_DISCOUNT
     page = console.get(f"/traces/{trace_id}/").content.decode()
-    assert "Prose lost <strong>40%</strong>" in page and "Test code lost <strong>30%" in page
+    assert "prose counted <strong>40% less</strong>" in page
+    assert "test code counted <strong>30% less</strong>" in page
