@@ -74,12 +74,17 @@ def _fused_order(legs: dict, share: float, namespaces: dict, tests: set[int],
             sorted(candidates.values(), key=lambda c: (-c.relevance, c.fragment_id))]
 
 
-def collect(path: str, split: str, log: Callable[[str], None] = print) -> Collected:
-    """Run ``path``'s ``split`` once through the real pipeline and score every α offline."""
+def collect(path: str, split: str, log: Callable[[str], None] = print, *,
+            ignore_identical_ids: bool = False) -> Collected:
+    """Run ``path``'s ``split`` once through the real pipeline and score every α offline.
+    ``ignore_identical_ids``: a set whose queries are documents of its corpus (a paragraph
+    that asks for the paragraphs answering it, ArguAna-style) drops the query's own document
+    from every ranking, as ``manage.py eval --ignore-identical-ids`` does."""
     if split == "test":
         raise ValueError("the fusion model is never fitted on a test split")
     data = datasets.load(path, split)
-    harness = Harness(data, EvalOptions(pipelines=("hybrid",), split=split), log=log)
+    harness = Harness(data, EvalOptions(pipelines=("hybrid",), split=split,
+                                        ignore_identical_ids=ignore_identical_ids), log=log)
     queries = harness._queries()
     org = create_org(data.name)
     rows_f, rows_n, rows_m, qids, types = [], [], [], [], []
@@ -108,6 +113,8 @@ def collect(path: str, split: str, log: Callable[[str], None] = print) -> Collec
                 order = [by_pk[pk] for pk in _fused_order(legs, share, namespaces, tests, discounts)
                          if pk in by_pk][:DEPTH]
                 ranked = harness._ranked_ids(qid, order)
+                if ignore_identical_ids:
+                    ranked = [doc for doc in ranked if doc != qid]
                 ndcg.append(metrics.ndcg_at_k(ranked, judged, 10))
                 mrr.append(metrics.mrr_at_k(ranked, judged, 10))
             rows_f.append([values[name] for name in adaptive.FEATURES])
@@ -124,15 +131,17 @@ def collect(path: str, split: str, log: Callable[[str], None] = print) -> Collec
 
 
 def collect_cached(path: str, split: str, cache: Path,
-                   log: Callable[[str], None] = print, refresh: bool = False) -> Collected:
+                   log: Callable[[str], None] = print, refresh: bool = False, *,
+                   ignore_identical_ids: bool = False) -> Collected:
     """:func:`collect`, kept as JSON in ``cache`` so that a re-fit does not re-run queries."""
     cache.mkdir(parents=True, exist_ok=True)
-    file = cache / f"{Path(path).resolve().name}-{split}.json"
+    suffix = "-ignore-identical-ids" if ignore_identical_ids else ""
+    file = cache / f"{Path(path).resolve().name}-{split}{suffix}.json"
     if file.exists() and not refresh:
         log(f"{file}: cached queries (--refresh runs them again)")
         return _with_text_features(Collected.from_json(json.loads(file.read_text())),
                                    datasets.load(path, split).queries)
-    found = collect(path, split, log)
+    found = collect(path, split, log, ignore_identical_ids=ignore_identical_ids)
     file.write_text(json.dumps(found.as_json()))
     return found
 

@@ -28,6 +28,9 @@ from contexts.retrieval.types import FusionConfig
 from devtools import fusion_fit
 
 K_GRID = (10, 20, 40, 60, 100)
+# A --fit spec ending in this drops each query's own document from its rankings (a set whose
+# queries are documents of its corpus: `tune_fusion --fit PARAGRAPHS:dev:ignore-identical-ids`).
+IGNORE_IDENTICAL = ":ignore-identical-ids"
 LEXICAL_WEIGHTS = (0.1, 0.2, 0.35, 0.5, 0.75, 1.0, 1.25)
 CONVEX_WEIGHTS = (0.1, 0.2, 0.3, 0.5, 0.7, 0.85, 1.0, 1.2, 1.5)
 # The lexical leg is one BM25 field over title+body (no per-corpus field boosts, issue 19); the
@@ -47,7 +50,8 @@ class Command(BaseCommand):
         parser.add_argument(
             "--fit", nargs="+", metavar="DATASET:SPLIT",
             help="fit the adaptive-fusion model on these train/dev splits and write it to "
-                 "contexts/retrieval/fusion_model.json (e.g. ../shared/datasets/scifact:train)")
+                 "contexts/retrieval/fusion_model.json (e.g. ../shared/datasets/scifact:train; "
+                 "append :ignore-identical-ids for a set whose queries are its documents)")
         parser.add_argument("--cache", default=str(settings.VAR_DIR / "tune"),
                             help="where --fit keeps each split's per-query results")
         parser.add_argument("--refresh", action="store_true",
@@ -107,13 +111,16 @@ class Command(BaseCommand):
              json_out: str | None) -> None:
         sets = []
         for spec in specs:
+            ignore_identical_ids = spec.endswith(IGNORE_IDENTICAL)
+            spec = spec.removesuffix(IGNORE_IDENTICAL)
             path, _, split = spec.rpartition(":")
             if not path or not split:
                 raise CommandError(f"{spec!r}: give DATASET:SPLIT, e.g. scifact:train")
             if split == "test":
                 raise CommandError(f"{spec!r}: the fusion model is never fitted on a test split")
             sets.append(fusion_fit.collect_cached(path, split, cache, self.stdout.write,
-                                                  refresh=refresh))
+                                                  refresh=refresh,
+                                                  ignore_identical_ids=ignore_identical_ids))
         version = version or f"fusion-{timezone.now():%Y%m%d}"
         model = fusion_fit.fit(sets, version=version)
         summary = fusion_fit.report(sets, model, self.stdout.write)
