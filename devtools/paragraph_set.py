@@ -22,19 +22,16 @@ import shutil
 from collections import defaultdict
 from pathlib import Path
 
+from contexts.evaluation.dataset import read_qrels
+
 MIN_WORDS = 150
 SPLITS = {"dev": "train", "test": "test"}  # our split → SciFact's qrels split
 
 
 def _read_qrels(path: Path) -> dict[str, set[str]]:
-    claims: dict[str, set[str]] = defaultdict(set)
-    with path.open(encoding="utf-8") as handle:
-        next(handle)
-        for line in handle:
-            query, doc, score = line.rstrip("\n").split("\t")
-            if int(score) > 0:
-                claims[query].add(doc)
-    return claims
+    """Claim → the abstracts judged relevant to it (the dataset reader's checks included)."""
+    return {claim: {doc for doc, grade in judged.items() if grade > 0}
+            for claim, judged in read_qrels(path).items()}
 
 
 def paragraph_qrels(claims: dict[str, set[str]], corpus: dict[str, dict],

@@ -81,7 +81,8 @@ def _kept_shares(candidates: Mapping[int, Candidate], config: FusionConfig,
     """The share of its score each discounted candidate keeps, relative to the best-kept
     candidate: where every candidate is prose (or test code) nothing changes, so a corpus of
     one kind keeps its scores and their balance with freshness and authority."""
-    if not (config.prose_discount or config.test_discount):
+    # On the request path: most questions carry a test discount and most answers hold no test.
+    if not (config.prose_discount or (config.test_discount and tests)):
         return {}
     kept = {pk: (1.0 - config.prose_discount if namespaces.get(pk) == "prose" else 1.0)
             * (1.0 - config.test_discount if pk in tests else 1.0) for pk in candidates}
