@@ -26,10 +26,14 @@ from urllib.parse import urlsplit
 
 from django.conf import settings
 
+from devtools.cpu_use import Meter, per_request_line
+
 RETRIEVE_PATH = "/api/contexts/retrieve"
 MCP_PATH = "/mcp"
 STARTUP_TIMEOUT = 120.0
 REQUEST_TIMEOUT = 30.0
+# The parts a request's CPU is reported by, in this order (devtools.cpu_use).
+CPU_PARTS = ("web", "encoders", "this process", "postgres", "redis")
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -196,6 +200,9 @@ class LoadResult:
     ended_at: float = 0.0
     cache_hits: int = 0      # query-vector cache hits / lookups in the measured phase, when
     cache_lookups: int = 0   # counted (the endpoint's from its traces, raw capacity's itself)
+    # CPU seconds of the measured phase by part of the system (devtools.cpu_use); empty when
+    # not measured.
+    cpu_seconds: dict[str, float] = field(default_factory=dict)
 
     @property
     def cache_hit_share(self) -> float:
@@ -224,13 +231,13 @@ class LoadResult:
 
 def run_load(base_url: str, tokens: Sequence[str], next_ask: Callable[[], Ask], *,
              duration: float, warmup: float = 5.0, prime: int = 2,
-             call: Call = rest_call) -> LoadResult:
+             call: Call = rest_call, meter: Meter | None = None) -> LoadResult:
     """``len(tokens)`` closed-loop clients (one thread, connection and token each) send the asks
     ``next_ask`` gives (a :class:`devtools.questions.QuestionStream`, shared) through ``call``:
     first ``prime`` requests each (a web process takes connections once its query encoder
     answers, seconds after it starts), then — every client connected again, so that the
     connections spread over every worker that is up — ``prime`` more, then ``warmup`` seconds of
-    load, then ``duration`` measured seconds."""
+    load, then ``duration`` measured seconds. ``meter``: reads the measured seconds' CPU use."""
     lock = threading.Lock()
     clock: dict[str, float] = {}
     result = LoadResult(seconds=duration)
@@ -240,6 +247,8 @@ def run_load(base_url: str, tokens: Sequence[str], next_ask: Callable[[], Ask], 
         clock["end"] = clock["begin"] + duration
         result.began_at = time.time() + warmup
         result.ended_at = result.began_at + duration
+        if meter is not None:
+            meter.window(clock["begin"], clock["end"])
 
     connected = threading.Barrier(len(tokens))
     primed = threading.Barrier(len(tokens), action=start_clock)
@@ -298,6 +307,8 @@ def run_load(base_url: str, tokens: Sequence[str], next_ask: Callable[[], Ask], 
         thread.start()
     for thread in threads:
         thread.join()
+    if meter is not None:
+        result.cpu_seconds = meter.seconds()
     return result
 
 
@@ -324,6 +335,9 @@ def report_lines(result: LoadResult) -> list[str]:
     if result.cache_lookups:
         lines.append(f"cache hits      {result.cache_hits} of {result.cache_lookups} "
                      f"query-vector lookups ({100 * result.cache_hit_share:.1f} %)")
+    cpu = per_request_line("cpu a request   ", result.cpu_seconds, result.requests, CPU_PARTS)
+    if cpu:
+        lines.append(cpu)
     return lines
 
 

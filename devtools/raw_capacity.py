@@ -27,6 +27,7 @@ from contexts.indexes.indexing import lexical_index
 from contexts.retrieval import dense, query_encoder, vector_cache
 from contexts.services.rls import retrieval_scope
 from contexts.usecases import retrieval
+from devtools.cpu_use import Meter
 from devtools.loadtest import Ask, LoadResult
 
 DEPTH = 100  # each leg's candidates, as the endpoint's default k_lexical / k_dense
@@ -80,16 +81,19 @@ class _Parts:
 
 def measure(principal: Any, organization: Organization, next_ask: Callable[[], Ask],
             scopes: Sequence[dict[str, str]], *, clients: int, workers: int, duration: float,
-            warmup: float) -> LoadResult:
+            warmup: float, meter: Meter | None = None) -> LoadResult:
     """``clients`` closed-loop caller threads for ``warmup`` + ``duration`` seconds, asking what
     ``next_ask`` gives (the endpoint's stream, replayed) in ``scopes``, as ``principal`` (a
-    load-test client's token) would be given them."""
+    load-test client's token) would be given them. ``meter``: reads the measured seconds' CPU
+    use."""
     resolved = {_key(scope): _scope_ids(principal, Ask("scopes", scope)) for scope in scopes}
     parts = _Parts(organization, workers)
     result = LoadResult(seconds=duration)
     lock = threading.Lock()
     begin = time.monotonic() + warmup
     end = begin + duration
+    if meter is not None:
+        meter.window(begin, end)
 
     def caller(n: int) -> None:
         try:
@@ -122,6 +126,8 @@ def measure(principal: Any, organization: Organization, next_ask: Callable[[], A
             thread.start()
         for thread in threads:
             thread.join()
+        if meter is not None:  # read while the encoders still run: they end with close()
+            result.cpu_seconds = meter.seconds()
     finally:
         parts.close()
     return result

@@ -21,6 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SCOPES = [{"org_id": "demo"}, {"org_id": "demo", "repo_id": "contexts"}]
 LAST_LINE = re.compile(r"throughput ([\d.]+) req/s, raw capacity ([\d.]+) req/s, ratio ([\d.]+); "
                        r"p50 ([\d.]+) ms, p99 ([\d.]+) ms; errors (\d+); cache hits ([\d.]+) %")
+CPU = re.compile(r"^ *cpu a request +(.*) \(total [\d.]+ ms\)$", re.MULTILINE)
 QUESTIONS = re.compile(r"questions +(\d+) questions asked, (\d+) distinct, (\d+) repeats")
 
 command = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -123,6 +124,11 @@ def test_a_short_load_reports_throughput_latency_and_no_errors(services, setting
     assert len(sides) == 2 and all(asked == distinct > 0 and repeats == 0
                                    for asked, distinct, repeats in sides), sides
     assert last_line(out)[-1] == 0.0
+    # Where each side's CPU went, a request: the web processes and their encoders on the
+    # endpoint's side, the in-process parts and their encoders on the raw capacity's.
+    endpoint, raw = CPU.findall(out)
+    assert endpoint.startswith("web ") and "encoders " in endpoint, endpoint
+    assert raw.startswith("encoders ") and "this process " in raw and "web" not in raw, raw
     # One token per client, minted for the run and revoked after it.
     tokens = ApiToken.objects.filter(name__startswith="loadtest-")
     assert tokens.count() == 2 and all(t.revoked_at is not None for t in tokens)

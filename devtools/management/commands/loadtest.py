@@ -20,8 +20,11 @@ there are clients, with no HTTP, authentication or traces (``devtools.raw_capaci
 same query-vector cache when it is on (``CONTEXTS_QUERY_VECTOR_CACHE_SLOTS``). The cache is
 emptied before each side, so that neither starts with the other's (or an earlier run's)
 vectors. The endpoint's cache hits are counted from its traces of the measured phase (each
-says where its query vector came from). The last line reads ``throughput … req/s, raw capacity
-… req/s, ratio …; p50 … ms, p99 … ms; errors …; cache hits … %``.
+says where its query vector came from). Each side also reports where its CPU went, in
+milliseconds a request by part (``devtools.cpu_use``: web processes, query encoders, this
+process, PostgreSQL, Redis), which is what the ratio is made of. The last line reads
+``throughput … req/s, raw capacity … req/s, ratio …; p50 … ms, p99 … ms; errors …; cache hits
+… %``.
 
 The organization must have content: ``demo`` (the default) is created and seeded the way
 ``make run`` seeds it (``manage.py bootstrap``: this repository ingested into ``demo/contexts``),
@@ -51,6 +54,7 @@ from contexts.retrieval import vector_cache
 from contexts.stack.servers import EmbeddedServiceError, EmbeddedStack
 from contexts.usecases import ingestion
 from devtools import raw_capacity
+from devtools.cpu_use import Meter
 from devtools.loadtest import (
     SURFACES,
     LoadResult,
@@ -130,6 +134,9 @@ class Command(BaseCommand):
                 raise CommandError(str(exc)) from exc
             organization = self._organization(org)
             scopes = self._scopes(organization)
+            # The embedded servers' CPU is reported with the rest of each side's (pid None:
+            # a server this machine's stack does not run).
+            servers = {service.name: service.pid for service in stack.status()}
 
             def stream() -> QuestionStream:  # the same sequence for both sides
                 return QuestionStream(pool, scopes, repeat_share=repeat_share, seed=SEED)
@@ -143,7 +150,7 @@ class Command(BaseCommand):
                 asked = stream()
                 forget_query_vectors()
                 result = self._load(url, workers, [raw for _, raw in tokens], asked,
-                                    duration, warmup, surface)
+                                    duration, warmup, surface, Meter(servers))
                 count_endpoint_hits(result, [token.pk for token, _ in tokens])
                 self.stdout.write(f"raw capacity: {clients} caller threads, {workers} "
                                   f"batching encoders, {warmup:.0f} s warm-up + "
@@ -152,7 +159,8 @@ class Command(BaseCommand):
                 forget_query_vectors()
                 raw = raw_capacity.measure(tokens[0][0], organization, raw_asked, scopes,
                                            clients=clients, workers=workers,
-                                           duration=duration, warmup=warmup)
+                                           duration=duration, warmup=warmup,
+                                           meter=Meter(servers))
             finally:
                 for token, _ in tokens:
                     revoke_token(token)
@@ -186,11 +194,12 @@ class Command(BaseCommand):
             self.stdout.write("  " + line)
 
     def _load(self, url: str | None, workers: int, tokens: list[str],
-              next_ask: Callable, duration: float, warmup: float, surface: str) -> LoadResult:
+              next_ask: Callable, duration: float, warmup: float, surface: str,
+              meter: Meter) -> LoadResult:
         call = SURFACES[surface]
         if url:
             return run_load(url.rstrip("/"), tokens, next_ask, duration=duration,
-                            warmup=warmup, call=call)
+                            warmup=warmup, call=call, meter=meter)
         self.stdout.write(f"starting gunicorn ({workers} workers) …")
         # Keep-alive longer than priming takes: a client that waits at the start barrier while
         # the other workers' encoders load must find its connection still open.
@@ -198,7 +207,7 @@ class Command(BaseCommand):
             self.stdout.write(f"{len(tokens)} clients for {warmup:.0f} s warm-up + "
                               f"{duration:.0f} s against {base_url} ({surface}) …")
             return run_load(base_url, tokens, next_ask, duration=duration, warmup=warmup,
-                            call=call)
+                            call=call, meter=meter)
 
     def _organization(self, slug: str) -> Organization:
         if slug == DEMO_ORG:
