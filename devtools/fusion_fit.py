@@ -209,7 +209,7 @@ def _interpolated(row: np.ndarray, share: float) -> float:
 
 def score(model: adaptive.FusionModel, data: Collected, table: str = "ndcg") -> float:
     values = getattr(data, table)
-    shares = [model.lexical_share(dict(zip(adaptive.FEATURES, row, strict=True)))
+    shares = [adaptive.lexical_share(model, dict(zip(adaptive.FEATURES, row, strict=True)))
               for row in data.features]
     return statistics.fmean(_interpolated(r, a) for r, a in zip(values, shares, strict=True))
 

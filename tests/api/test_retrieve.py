@@ -310,6 +310,9 @@ def test_the_trace_records_the_adaptive_choice_and_the_console_shows_it(api, cas
     assert "Adaptive fusion" in page and "identifier_share" in page
     assert choice["prose_discount"] == parameters["prose_discount"] == 0.0
     assert "prose counted" not in page
+    # Identifiers only: the lexical leg counts at least the exact-words share, and says why.
+    assert choice["lexical_floor"] == adaptive.EXACT_WORDS_SHARE and share >= 0.8
+    assert "counts at least <strong>80%</strong>" in page
     # A "which module" question in words: prose counts less, in the fusion that ran too.
     trace_id = ask(api, "which module limits how often a client may ask?",
                    {"org_id": "acme", "repo_id": "web"}).json()["trace_id"]
@@ -318,4 +321,5 @@ def test_the_trace_records_the_adaptive_choice_and_the_console_shows_it(api, cas
         adaptive.LOCATION_PROSE_DISCOUNT
     page = console.get(f"/traces/{trace_id}/").content.decode()
     assert "prose counted <strong>40% less</strong>" in page
+    assert parameters["adaptive"]["lexical_floor"] == 0.0 and "counts at least" not in page
     assert "test code counted <strong>30% less</strong>" in page

@@ -43,8 +43,9 @@ RECALL_AT_10_BAR = 0.70
 TYPE_RECALL_AT_10_BARS = {"id": 0.77, "error": 0.65, "path": 0.69, "nl": 0.41, "file": 0.88}
 # With adaptive fusion (2026-12-01, 2d35e85, 814 fragments) hybrid MRR@10 was id 0.95,
 # error 0.88, path 0.91: agents' identifier, error and path queries must keep finding their
-# answer first. The bars sit about 0.07 below. `nl` and `file`: the ratchet above.
-TYPE_MRR_AT_10_BARS = {"id": 0.88, "error": 0.80, "path": 0.83, "nl": 0.34, "file": 0.62}
+# answer first. The bars sit about 0.07 below. `nl` and `file`: the ratchet above. With the
+# exact-words share (2026-12-07, 1,938 fragments): error 0.879, path 0.937; ratchet moved up.
+TYPE_MRR_AT_10_BARS = {"id": 0.88, "error": 0.81, "path": 0.86, "nl": 0.34, "file": 0.62}
 MIN_QUERIES_PER_TYPE = 40
 # A guard against a hang, not a speed bar: each test here ingests the whole repository. The
 # vectors come from tests/golden/vectors.npz where the text is unchanged (tests/embedding_memo.py;

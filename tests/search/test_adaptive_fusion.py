@@ -90,6 +90,27 @@ def test_the_expected_share_and_a_missing_leg():
     assert adaptive.choose("x", {"lexical": LEGS["lexical"], "dense": []}, {})[0] == 1.0
 
 
+@pytest.mark.parametrize(("query", "floored"), [
+    ("hash_token_secret", True),                      # an identifier
+    ("contexts/retrieval/fuse.py", True),             # a path
+    ("QuerySet.bulk_create sha256", True),            # half identifiers
+    (ERROR, True),                                    # a pasted error
+    ("how are agent tokens hashed?", False),          # words
+    ("where is hash_token_secret called from", False),  # words around one identifier
+])
+def test_a_query_of_exact_words_gives_the_lexical_leg_at_least_its_floor(query, floored):
+    dense_only = model_with([50.0] + [0.0] * (len(fusion_fit.GRID) - 1))  # the model says α 0
+    share, info = adaptive.choose(query, LEGS, {}, dense_only)
+    assert share == pytest.approx(adaptive.EXACT_WORDS_SHARE if floored else 0.0, abs=1e-9)
+    assert info["lexical_floor"] == (adaptive.EXACT_WORDS_SHARE if floored else 0.0)
+    # A model that already leans lexical keeps its own share.
+    lexical_only = model_with([0.0] * (len(fusion_fit.GRID) - 1) + [50.0])
+    assert adaptive.choose(query, LEGS, {}, lexical_only)[0] == pytest.approx(1.0)
+    # The fit scores the model as it serves: with the floor.
+    values = adaptive.features(query, LEGS, {})
+    assert adaptive.lexical_share(dense_only, values) == pytest.approx(share)
+
+
 @pytest.mark.parametrize(("query", "discount"), [
     # Where something is done, asked in words: the code that does it.
     ("which module checks an uploaded zip for too many members?", adaptive.LOCATION_PROSE_DISCOUNT),
@@ -143,6 +164,7 @@ def test_the_fit_learns_which_share_wins_for_which_query():
         identifier = i % 2 == 0
         values = {name: float(rng.random()) for name in adaptive.FEATURES}
         values["identifier_share"] = 0.9 if identifier else 0.0
+        values["error_like"] = 0.0  # a pasted error would get the exact-words floor
         rows.append([values[name] for name in adaptive.FEATURES])
         gains.append([a if identifier else 1 - a for a in fusion_fit.GRID])
     data = fusion_fit.Collected("toy:train", [str(i) for i in range(200)], np.array(rows),
@@ -166,6 +188,9 @@ def test_the_fit_does_not_trade_a_dataset_away_below_its_best_fixed_share():
     def dataset(name: str, n: int, gain, code: float) -> fusion_fit.Collected:
         rows = np.full((n, len(adaptive.FEATURES)), 0.5)
         rows[:, column] = code
+        # Questions in words: neither exact-words feature, so the model's share is served.
+        for name in ("identifier_share", "error_like"):
+            rows[:, adaptive.FEATURES.index(name)] = 0.0
         gains = np.array([[gain(a) for a in fusion_fit.GRID]] * n)
         return fusion_fit.Collected(name, [str(i) for i in range(n)], rows, gains, gains,
                                     [""] * n)
