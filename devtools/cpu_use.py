@@ -14,9 +14,10 @@ costs, and where. So over the same measured seconds as the request count, this r
 - ``this process``: the load test itself — its client threads on the endpoint's side, its
   caller threads and tantivy on the raw capacity's.
 
-The reading is clock ticks (10 ms), summed over a minute of thousands of requests: a part's
-milliseconds per request are good to about 0.01 ms, far finer than the spread of throughput
-between two runs, which is what makes a cut of one part measurable.
+The reading is clock ticks (10 ms) summed over a minute of thousands of requests, so a part's
+milliseconds a request are exact to about 0.01 ms; what moves them between runs is the machine
+(this VM's speed drifts by ~10 % within minutes, both sides with it). Compare parts within one
+run, or across alternating runs.
 """
 
 from __future__ import annotations
