@@ -78,7 +78,10 @@ def parts(table: Mapping[int, _Process], me: int, servers: Mapping[str, int | No
           ) -> dict[str, float]:
     """CPU seconds so far by part (see the module), ``servers``: name → pid (None: not ours)."""
     web = encoders = 0.0
+    ours = set(servers.values())
     for child in _children(table, me):
+        if child in ours:  # a server this process started without detaching: its own part
+            continue
         if "gunicorn" in table[child].command:
             web += table[child].own
             for worker in _children(table, child):

@@ -40,6 +40,9 @@ def test_each_process_counts_for_its_part():
     seconds = parts(table, ME, {"postgres": 400, "redis": 500, "elsewhere": None})
     assert seconds == {"web": 22.5, "encoders": 20.0, "postgres": 9.5, "redis": 0.75,
                        "this process": 3.0}
+    # A server started as this process's child is counted once, as itself.
+    table[500] = process(ME, 0.75, command="redis-server 127.0.0.1:63799")
+    assert parts(table, ME, {"postgres": 400, "redis": 500}) == seconds
 
 
 def test_the_window_is_the_difference_between_its_two_readings():
