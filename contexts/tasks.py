@@ -48,23 +48,11 @@ def ingest(self, job_id: int, deferred: bool = False) -> dict | None:
             # Stamped, so the reaper sees a job that is looked after, not a lost message.
             IngestionJob.objects.filter(pk=job_id).update(heartbeat_at=timezone.now())
             raise self.retry(kwargs={"deferred": True}, **_busy_retry())
-    job = run_job(job_id)
-    if job is not None and job.state == JobState.DONE and deferred and job.started_at:
-        _note_waited(job, repository is not None,
-                     (job.started_at - job.created_at).total_seconds())
+    target = "repository" if repository is not None else "organization"
+    job = run_job(job_id, stood_aside=target if deferred else None)
     if job is not None:
         after_bulk_write(job.org_id, job_changed_fragments(job))
     return None if job is None else {"job": job.public_id, "state": job.state}
-
-
-def _note_waited(job: IngestionJob, in_repository: bool, seconds: float) -> None:
-    """Say on the job how long it stood aside (queued to started), as a run that waited for
-    the lock says it."""
-    note = {"path": "", "reason": (f"waited {seconds:.1f} s for another ingestion into the "
-                                   f"same {'repository' if in_repository else 'organization'}"
-                                   " to finish (back in its queue meanwhile)")}
-    job.warnings = [*job.warnings, note]
-    IngestionJob.objects.filter(pk=job.pk).update(warnings=job.warnings)
 
 
 def _defer_while_busy(task, org_id: int, repository_id: int | None) -> None:

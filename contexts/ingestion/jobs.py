@@ -64,8 +64,12 @@ def origin(job: IngestionJob) -> str:
     return f"path:{Path(job.source).resolve()}"
 
 
-def run_job(job_id: int) -> IngestionJob | None:
+def run_job(job_id: int, *, stood_aside: str | None = None) -> IngestionJob | None:
     """Run (or, after a crash, re-run) a job to completion. Safe to call twice.
+
+    ``stood_aside``: the job went back to its queue while another run held its target (its
+    ``"repository"`` or ``"organization"``); the finished job says how long, in the write that
+    finishes it, so nobody reads it done without the note.
 
     A session-level advisory lock makes one run at a time: a redelivered message for a job
     that is still running elsewhere returns at once; if that worker dies, its connection —
@@ -81,7 +85,7 @@ def run_job(job_id: int) -> IngestionJob | None:
     backoff = db_retry.Backoff(settings.JOB_DATABASE_RETRY_SECONDS)
     while True:
         try:
-            job = _run_job_once(job_id, resumed=bool(backoff.errors))
+            job = _run_job_once(job_id, resumed=bool(backoff.errors), stood_aside=stood_aside)
         except Exception as exc:
             if not db_retry.is_transient(exc):
                 raise
@@ -97,7 +101,8 @@ def run_job(job_id: int) -> IngestionJob | None:
         return job
 
 
-def _run_job_once(job_id: int, *, resumed: bool) -> IngestionJob | None:
+def _run_job_once(job_id: int, *, resumed: bool, stood_aside: str | None = None
+                  ) -> IngestionJob | None:
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_try_advisory_lock(%s, %s)", [JOB_LOCK_SPACE, job_id])
         if not cursor.fetchone()[0]:
@@ -108,7 +113,7 @@ def _run_job_once(job_id: int, *, resumed: bool) -> IngestionJob | None:
             return IngestionJob.objects.filter(pk=job_id).first()
         # The lease: job_leases.reap_stale_jobs re-queues a RUNNING job whose heartbeat stops.
         with job_leases.heartbeat(job_id):
-            return _run_job_locked(job_id, resumed=resumed)
+            return _run_job_locked(job_id, resumed=resumed, stood_aside=stood_aside)
     finally:
         _unlock_job(job_id)
 
@@ -153,7 +158,16 @@ def _gave_up(job_id: int, backoff: db_retry.Backoff) -> None:
         db_retry.drop_connection()
 
 
-def _run_job_locked(job_id: int, *, resumed: bool = False) -> IngestionJob | None:
+def _waited_note(job: IngestionJob, target: str) -> dict:
+    """How long a job stood aside for another run into its ``target`` (queued to started), as
+    a run that waited for the lock itself says it (``pipeline.Ingestor._waited``)."""
+    seconds = (job.started_at - job.created_at).total_seconds()
+    return {"path": "", "reason": f"waited {seconds:.1f} s for another ingestion into the same "
+                                  f"{target} to finish (back in its queue meanwhile)"}
+
+
+def _run_job_locked(job_id: int, *, resumed: bool = False, stood_aside: str | None = None
+                    ) -> IngestionJob | None:
     claimed = IngestionJob.objects.filter(
         pk=job_id, state__in=[JobState.QUEUED, JobState.RUNNING]
     ).update(state=JobState.RUNNING, started_at=timezone.now())
@@ -209,6 +223,8 @@ def _run_job_locked(job_id: int, *, resumed: bool = False) -> IngestionJob | Non
             errors=[*job.errors, {"path": "", "kind": "permanent", "reason": reason}])
         _finished(job)
         raise
+    if stood_aside:
+        stats.warnings.append(_waited_note(job, stood_aside))
     IngestionJob.objects.filter(pk=job_id).update(
         state=JobState.DONE, finished_at=timezone.now(), fragment_ids=_fragment_ids(stats),
         **_counters(stats))
