@@ -27,6 +27,7 @@ from pathlib import Path
 
 from markdown_it import MarkdownIt
 
+from contexts.evaluation.dataset import read_qrels
 from contexts.ingestion.chunk_prose import slugify
 
 SOURCES = ("README.md", "docs/*.md", "docs/adr/*.md")
@@ -106,19 +107,6 @@ def sections(root: Path) -> list[Section]:
             rel = file.relative_to(root).as_posix()
             found.extend(split_markdown(rel, file.read_text(encoding="utf-8")))
     return found
-
-
-def read_qrels(path: Path) -> dict[str, dict[str, int]]:
-    qrels: dict[str, dict[str, int]] = {}
-    with path.open(encoding="utf-8") as handle:
-        header = next(handle).rstrip("\n").split("\t")
-        if header != ["query-id", "corpus-id", "score"]:
-            raise LabelError(f"{path}: bad header {header}")
-        for line in handle:
-            if line.strip():
-                query, doc, score = line.rstrip("\n").split("\t")
-                qrels.setdefault(query, {})[doc] = int(score)
-    return qrels
 
 
 def check_labels(corpus_ids: set[str], labels: Path = LABELS_DIR) -> dict[str, int]:

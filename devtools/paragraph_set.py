@@ -7,7 +7,8 @@ relevant to a claim this abstract is also relevant to. The query carries the abs
 --ignore-identical-ids``) drop the abstract itself from the ranking, as BEIR does for ArguAna.
 
 - ``qrels/dev.tsv`` comes from SciFact's ``train`` qrels, ``qrels/test.tsv`` from its ``test``
-  qrels; nothing is tuned on test.
+  qrels; nothing is tuned on test. An abstract cited for claims of both splits is a test query
+  only: a fit on dev never sees a test query's text.
 - The query text is the abstract's text without its title (a paragraph, as an agent pastes one).
 - The corpus is SciFact's own ``corpus.jsonl``, symlinked (or copied) into the output directory at
   run time, so nothing licensed (CC BY-NC) is committed; the derived files are written there too.
@@ -74,8 +75,11 @@ def derive(source: Path, out: Path, *, copy: bool = False,
         target.symlink_to(corpus_file.resolve())
     counts: dict[str, int] = {}
     queries: set[str] = set()
-    for ours, theirs in SPLITS.items():
-        qrels = paragraph_qrels(_read_qrels(source / "qrels" / f"{theirs}.tsv"), corpus, min_words)
+    by_split = {ours: paragraph_qrels(_read_qrels(source / "qrels" / f"{theirs}.tsv"), corpus,
+                                      min_words) for ours, theirs in SPLITS.items()}
+    by_split["dev"] = {query: docs for query, docs in by_split["dev"].items()
+                       if query not in by_split["test"]}
+    for ours, qrels in by_split.items():
         counts[ours] = len(qrels)
         queries |= qrels.keys()
         with (out / "qrels" / f"{ours}.tsv").open("w", encoding="utf-8") as handle:

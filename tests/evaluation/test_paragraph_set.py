@@ -28,8 +28,10 @@ def test_the_set_is_written_in_beir_layout_without_copying_the_corpus(tmp_path):
         (source / "qrels" / f"{split}.tsv").write_text(
             f"query-id\tcorpus-id\tscore\nq\t{a}\t1\nq\t{b}\t1\n")
     out = tmp_path / "out"
-    assert paragraph_set.derive(source, out) == {"dev": 2, "test": 2}
+    # Abstract 2 is cited for claims of both splits: a test query only, so no fit on dev sees it.
+    assert paragraph_set.derive(source, out) == {"dev": 1, "test": 2}
     assert (out / "corpus.jsonl").is_symlink()
-    assert (out / "qrels" / "dev.tsv").read_text().splitlines()[1:] == ["1\t2\t1", "2\t1\t1"]
+    assert (out / "qrels" / "dev.tsv").read_text().splitlines()[1:] == ["1\t2\t1"]
+    assert (out / "qrels" / "test.tsv").read_text().splitlines()[1:] == ["2\t3\t1", "3\t2\t1"]
     assert {json.loads(line)["_id"] for line in
             (out / "queries.jsonl").read_text().splitlines()} == {"1", "2", "3"}
