@@ -232,13 +232,15 @@ def choose(query: str, legs: Mapping[str, Sequence[tuple[int, float]]],
     request) the other gets it all."""
     model = model or load()
     values = features(query, legs, namespaces)
-    if not legs.get("lexical") or not legs.get("dense"):
-        share = 1.0 if legs.get("lexical") else 0.0
-    else:
+    both = bool(legs.get("lexical") and legs.get("dense"))
+    if both:
         share = lexical_share(model, values)
+    else:
+        share = 1.0 if legs.get("lexical") else 0.0
     return share, {"model": model.version, "lexical_share": round(share, 4),
-                   # the least share it could have (a query of exact words), 0 for none
-                   "lexical_floor": EXACT_WORDS_SHARE if exact_words(values) else 0.0,
+                   # the least share the policy could give (a query of exact words, both legs
+                   # answering), 0 for none
+                   "lexical_floor": EXACT_WORDS_SHARE if both and exact_words(values) else 0.0,
                    "prose_discount": prose_discount(query, values),
                    "test_discount": discount_for_tests(query),
                    "features": {name: round(value, 4) for name, value in values.items()}}

@@ -109,6 +109,9 @@ def test_a_query_of_exact_words_gives_the_lexical_leg_at_least_its_floor(query, 
     # The fit scores the model as it serves: with the floor.
     values = adaptive.features(query, LEGS, {})
     assert adaptive.lexical_share(dense_only, values) == pytest.approx(share)
+    # With one leg missing the other gets it all, and no floor is claimed for the trace.
+    share, info = adaptive.choose(query, {"dense": LEGS["dense"]}, {}, dense_only)
+    assert share == 0.0 and info["lexical_floor"] == 0.0
 
 
 @pytest.mark.parametrize(("query", "discount"), [
