@@ -44,6 +44,12 @@ def test_path_share_counts_file_paths_and_module_names_not_qualified_identifiers
     '{"error": {"code": "invalid", "field": "top_k"}}',
     "403 Forbidden: you may not edit fragments in this scope",
     "fatal: not a git repository",
+    # A program's message pasted without its exception class: a marked value or name, or a
+    # sentence opening in lower case, in the words of something gone wrong.
+    "unknown fusion method 'max' (rrf, convex)",
+    "Fragment.body must not be empty",
+    "nudge 41 escalated: the owner's account is deactivated",
+    "an owner cannot hand a fragment over to themselves",
 ])
 def test_pasted_errors_and_log_lines_are_error_like(pasted):
     assert adaptive.text_features(pasted)["error_like"] == 1.0
@@ -56,6 +62,13 @@ def test_pasted_errors_and_log_lines_are_error_like(pasted):
     "HashTokenSecret",
     "QuerySet.bulk_create: where is it called",
     "0-dimensional biomaterials show inductive properties.",
+    # Keywords typed into a search box name what went wrong without being a message; a claim,
+    # a question about an error and a paragraph are not messages either.
+    "python setuptools command not found",
+    "python list remove list indices must be",
+    "Localization of PIN1 in the roots of Arabidopsis requires VPS9a",
+    "the sync cannot reach the remote, what should I check?",
+    "the cohort was followed for ten years and " * 5 + "the treatment failed to reduce events",
 ])
 def test_questions_and_identifiers_are_not_error_like(asked):
     assert adaptive.text_features(asked)["error_like"] == 0.0
