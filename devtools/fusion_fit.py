@@ -67,9 +67,9 @@ class Collected:
 
 
 def _fused_order(legs: dict, share: float, namespaces: dict, tests: set[int],
-                 discounts: tuple[float, float]) -> list[int]:
+                 files: dict[int, str], discounts: tuple[float, float, float]) -> list[int]:
     config = FusionConfig.convex_share(share, *discounts)
-    candidates = fuse.convex(legs, config, namespaces, tests)
+    candidates = fuse.convex(legs, config, namespaces, tests, files)
     return [c.fragment_id for c in
             sorted(candidates.values(), key=lambda c: (-c.relevance, c.fragment_id))]
 
@@ -107,10 +107,14 @@ def collect(path: str, split: str, log: Callable[[str], None] = print, *,
             ndcg, mrr = [], []
             values = adaptive.features(text, legs, namespaces)
             tests = {pk for pk, item in by_pk.items() if item.fragment.kind == FragmentKind.TEST}
-            # Not fitted here: each α is scored with the discounts the query gets.
-            discounts = adaptive.prose_discount(text, values), adaptive.discount_for_tests(text)
+            files = {pk: item.sources[0].path for pk, item in by_pk.items() if item.sources}
+            # Not fitted here: each α is scored with the discounts and the file evidence the
+            # query gets.
+            discounts = (adaptive.prose_discount(text, values), adaptive.discount_for_tests(text),
+                         adaptive.file_evidence(text, values))
             for share in GRID:
-                order = [by_pk[pk] for pk in _fused_order(legs, share, namespaces, tests, discounts)
+                order = [by_pk[pk] for pk in
+                         _fused_order(legs, share, namespaces, tests, files, discounts)
                          if pk in by_pk][:DEPTH]
                 ranked = harness._ranked_ids(qid, order)
                 if ignore_identical_ids:

@@ -76,7 +76,7 @@ def _fusion(base: FusionConfig, values: dict) -> FusionConfig:
         changes["k"] = float(values["rrf_k"])
     if values.get("leg_weights") is not None:
         changes["weights"] = _weights_tuple(values["leg_weights"])
-    for key in ("prose_discount", "test_discount"):
+    for key in ("prose_discount", "test_discount", "file_evidence"):
         if values.get(key) is not None:
             changes[key] = float(values[key])
     if values.get("namespace_leg_weights") is not None and "namespace_weights" in fields:

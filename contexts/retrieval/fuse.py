@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Hashable, Mapping, Sequence
 
 from contexts.retrieval.types import Candidate, FusionConfig
 
@@ -51,11 +51,14 @@ def _min_max(ranked: Sequence[tuple[int, float]]) -> dict[int, float]:
 
 def convex(legs: Mapping[str, Sequence[tuple[int, float]]], config: FusionConfig,
            namespaces: Mapping[int, str] | None = None,
-           tests: Collection[int] = ()) -> dict[int, Candidate]:
+           tests: Collection[int] = (), files: Mapping[int, Hashable] | None = None
+           ) -> dict[int, Candidate]:
     """Convex combination of min-max normalised leg scores (Bruch et al., 2022): uses the
     scores' spread, which RRF throws away. Same Candidate shape as :func:`rrf`; relevance is
     the weighted mean of normalised scores, 0–1, less ``config.prose_discount`` of it for a
-    prose fragment and ``config.test_discount`` for a test fragment (pk in ``tests``)."""
+    prose fragment and ``config.test_discount`` for a test fragment (pk in ``tests``), plus,
+    for code, ``config.file_evidence`` of the best score of another candidate of its file
+    (``files``: pk → its file) — rescaled so that the best keeps its score."""
     namespaces = namespaces or {}
     candidates = rrf(legs, config, namespaces)  # ranks, raw scores, RRF kept for the trace
     table = _leg_weights(legs, config, namespaces)
@@ -73,7 +76,33 @@ def convex(legs: Mapping[str, Sequence[tuple[int, float]]], config: FusionConfig
     for candidate in candidates.values():
         candidate.relevance /= totals[namespaces.get(candidate.fragment_id)]
         candidate.relevance *= keep.get(candidate.fragment_id, 1.0)
+    if config.file_evidence and files:
+        _add_file_evidence(candidates, config.file_evidence, namespaces, files)
     return candidates
+
+
+def _add_file_evidence(candidates: Mapping[int, Candidate], share: float,
+                       namespaces: Mapping[int, str], files: Mapping[int, Hashable]) -> None:
+    """Each code candidate gains ``share`` of the best relevance among the other candidates
+    of its file; then every relevance is scaled so the best is what it was (0–1 stays)."""
+    # The best two of each file: a file's best gains its runner-up's, the others its best.
+    best: dict[Hashable, list[float]] = {}
+    for pk, candidate in candidates.items():
+        if pk in files:
+            top = best.setdefault(files[pk], [0.0, 0.0])
+            if candidate.relevance > top[0]:
+                top[:] = [candidate.relevance, top[0]]
+            elif candidate.relevance > top[1]:
+                top[1] = candidate.relevance
+    before = max((c.relevance for c in candidates.values()), default=0.0)
+    for pk, candidate in candidates.items():
+        if pk in files and namespaces.get(pk) == "code":
+            first, second = best[files[pk]]
+            candidate.relevance += share * (second if candidate.relevance >= first else first)
+    after = max((c.relevance for c in candidates.values()), default=0.0)
+    if after > 0:
+        for candidate in candidates.values():
+            candidate.relevance *= before / after
 
 
 def _kept_shares(candidates: Mapping[int, Candidate], config: FusionConfig,
@@ -92,10 +121,12 @@ def _kept_shares(candidates: Mapping[int, Candidate], config: FusionConfig,
 
 def fuse(legs: Mapping[str, Sequence[tuple[int, float]]], config: FusionConfig,
          namespaces: Mapping[int, str] | None = None,
-         tests: Collection[int] = ()) -> dict[int, Candidate]:
-    """The configured fusion: ``rrf`` or ``convex`` (``tests``: the test fragments' pks)."""
+         tests: Collection[int] = (), files: Mapping[int, Hashable] | None = None
+         ) -> dict[int, Candidate]:
+    """The configured fusion: ``rrf`` or ``convex`` (``tests``: the test fragments' pks;
+    ``files``: pk → its file, for ``config.file_evidence``)."""
     if config.method == "convex":
-        return convex(legs, config, namespaces, tests)
+        return convex(legs, config, namespaces, tests, files)
     if config.method != "rrf":
         raise ValueError(f"unknown fusion method {config.method!r} (rrf, convex)")
     return rrf(legs, config, namespaces)

@@ -38,7 +38,7 @@ from contexts.retrieval.legs import Leg, LegUnavailable, Pending, Ranked
 from contexts.retrieval.lexical import LexicalLeg
 from contexts.retrieval.rerank import get_reranker, rerank
 from contexts.retrieval.returned import complete
-from contexts.retrieval.rows import CandidateRows
+from contexts.retrieval.rows import CandidateRows, candidate_files
 from contexts.retrieval.trace import build_trace
 from contexts.retrieval.types import Candidate, FusionConfig, RetrievalRequest, RetrievalResult
 from contexts.services import traces, usage
@@ -142,8 +142,10 @@ def _fuse(request: RetrievalRequest, ranked: dict[str, Ranked], rows: CandidateR
     if fusion.method == "adaptive":
         share, choice = adaptive.choose(request.query, legs, namespaces)
         fusion = FusionConfig.convex_share(share, choice["prose_discount"],
-                                           choice["test_discount"])
-    return fuse.fuse(legs, fusion, namespaces, tests), fusion, choice
+                                           choice["test_discount"], choice["file_evidence"])
+    # One more statement, only for a question in words.
+    files = candidate_files(by_pk) if fusion.file_evidence else None
+    return fuse.fuse(legs, fusion, namespaces, tests, files), fusion, choice
 
 
 def _after_answer(request: RetrievalRequest, result: RetrievalResult, rows: CandidateRows,

@@ -94,6 +94,8 @@ _BY_ID_SQL = ("SELECT {columns} FROM contexts_fragment f WHERE {retrievable} "
 _BY_PK_SQL = ("SELECT {columns} FROM contexts_fragment f WHERE {retrievable} "
               "AND f.id = ANY(%(ids)s::bigint[])")
 _BODIES_SQL = "SELECT id, body, heading_path FROM contexts_fragment WHERE id = ANY(%s)"
+_FILES_SQL = ("SELECT fragment_id, min(document_id) FROM contexts_sourcepointer "
+              "WHERE fragment_id = ANY(%s::bigint[]) GROUP BY fragment_id")
 
 
 class CandidateRows:
@@ -150,3 +152,12 @@ def bodies(pks: Collection[int]) -> dict[int, tuple[str, list[str]]]:
     with connection.cursor() as cursor:
         cursor.execute(_BODIES_SQL, [sorted(pks)])
         return {pk: (body, heading_path) for pk, body, heading_path in cursor.fetchall()}
+
+
+def candidate_files(pks: Collection[int]) -> dict[int, int]:
+    """pk → the file (source document) each fragment was cut from — the first, when several
+    brought the same text; a fragment no file brought (written in the console, by an agent)
+    has none. For the fusion's file evidence (``fuse.convex``)."""
+    with prepared_cursor() as cursor:
+        cursor.execute(_FILES_SQL, [sorted(pks)])
+        return dict(cursor.fetchall())

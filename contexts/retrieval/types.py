@@ -40,6 +40,9 @@ class FusionConfig:
     # share of its score a prose fragment loses, and the share a test fragment loses.
     prose_discount: float = 0.0
     test_discount: float = 0.0
+    # ... and the share of the best score among the other candidates of its file that a piece
+    # of code gains (fuse.convex).
+    file_evidence: float = 0.0
 
     @classmethod
     def from_settings(cls) -> FusionConfig:
@@ -47,14 +50,17 @@ class FusionConfig:
 
     @classmethod
     def convex_share(cls, lexical_share: float, prose_discount: float = 0.0,
-                     test_discount: float = 0.0) -> FusionConfig:
+                     test_discount: float = 0.0, file_evidence: float = 0.0) -> FusionConfig:
         """Convex fusion with the lexical leg weighted ``lexical_share`` and the dense leg the
         rest, in every namespace, prose and test fragments losing those shares of their
-        scores (what adaptive fusion chose for one query)."""
-        share, prose, tests = (min(1.0, max(0.0, float(value)))
-                               for value in (lexical_share, prose_discount, test_discount))
+        scores, code gaining ``file_evidence`` of its file's (what adaptive fusion chose for
+        one query)."""
+        share, prose, tests, files = (
+            min(1.0, max(0.0, float(value)))
+            for value in (lexical_share, prose_discount, test_discount, file_evidence))
         return cls(method="convex", weights=_freeze({"lexical": share, "dense": 1.0 - share}),
-                   namespace_weights=(), prose_discount=prose, test_discount=tests)
+                   namespace_weights=(), prose_discount=prose, test_discount=tests,
+                   file_evidence=files)
 
     @cached_property
     def _weight_table(self) -> dict[str | None, dict[str, float]]:
@@ -70,7 +76,8 @@ class FusionConfig:
     def as_dict(self) -> dict:
         return {"fusion": self.method, "rrf_k": self.k, "leg_weights": dict(self.weights),
                 "namespace_leg_weights": {ns: dict(w) for ns, w in self.namespace_weights},
-                "prose_discount": self.prose_discount, "test_discount": self.test_discount}
+                "prose_discount": self.prose_discount, "test_discount": self.test_discount,
+                "file_evidence": self.file_evidence}
 
 
 def _default_weight(name: str):

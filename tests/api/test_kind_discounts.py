@@ -1,12 +1,13 @@
 """Issue 41: through the real legs, fusion and trace, a definition comes before the tests that
-repeat its name unless the question asks about tests, and a question in words about which
-module does something counts the prose about it less than the code."""
+repeat its name unless the question asks about tests, a question in words about which
+module does something counts the prose about it less than the code, and for such a question
+a definition gains from the other parts of its file that match."""
 
 import pytest
 
 from accounts.permissions import SYSTEM
 from contexts.indexes.follower import reindex_fragments
-from contexts.models import RetrievalTrace
+from contexts.models import RetrievalTrace, SourceDocument, SourcePointer
 from contexts.retrieval import adaptive
 from contexts.retrieval.fuse import convex
 from contexts.retrieval.types import FusionConfig
@@ -38,14 +39,17 @@ def _code(scope, title, body, kind="code", symbol=""):
                            language="python", symbol=symbol)
 
 
-def _fused(trace) -> dict[str, float]:
+def _fused(trace, config: FusionConfig | None = None, namespaces=None, files=None
+           ) -> dict[str, float]:
     """Each candidate's relevance fused again from the trace's own leg scores at the recorded
-    lexical share, without either discount: what the discounts are measured against."""
+    lexical share, without either discount (or with ``config``): what the discounts are
+    measured against."""
     legs = {leg: sorted(((c["id"], c[leg]) for c in trace.candidates if c[leg] is not None),
                         key=lambda hit: -hit[1]) for leg in ("bm25", "dense")}
     choice = trace.parameters["adaptive"]
     fused = convex({"lexical": legs["bm25"], "dense": legs["dense"]},
-                   FusionConfig.convex_share(choice["lexical_share"]))
+                   config or FusionConfig.convex_share(choice["lexical_share"]),
+                   namespaces, files=files)
     return {pk: c.relevance for pk, c in fused.items()}
 
 
@@ -103,3 +107,57 @@ def test_a_which_module_question_in_words_discounts_the_prose(api, cast, world):
     # A question with an identifier in it is not asked in words: no discount.
     _body, trace = _ask(api, "which module defines hash_token_secret?")
     assert trace.parameters["adaptive"]["prose_discount"] == 0.0
+
+
+def _from_file(fragment, path: str) -> None:
+    document, _ = SourceDocument.objects.get_or_create(
+        org_id=fragment.org_id, path=path, defaults={"content_hash": path})
+    SourcePointer.objects.create(fragment=fragment, document=document, anchor=fragment.title)
+
+
+def test_a_question_in_words_lifts_the_parts_of_a_file_that_match_together(api, cast, settings,
+                                                                           tmp_path):
+    settings.LEXICAL_INDEX_DIR = tmp_path / "index"
+    scope = cast.repo.scope
+    # Two parts of the file that decides which files a sync reads again, and a look-alike
+    # elsewhere that shares the question's words.
+    decide = _code(scope, "changed_paths", 'def changed_paths(old_tree, new_tree):\n'
+                   '    """The paths whose blob differs between two trees: a sync reads only '
+                   'these again."""\n    return {p for p in new_tree if old_tree.get(p) != '
+                   'new_tree[p]}', symbol="changed_paths")
+    module = _code(scope, "sync module", '"""A git sync: fetch the branch, work out which files '
+                   'changed since the last sync, and ingest only those."""', symbol="")
+    other = _code(scope, "file_changed_signal", 'def file_changed_signal(path):\n    """Tell '
+                  'listeners which file changed."""\n    signal.send(path)',
+                  symbol="file_changed_signal")
+    _from_file(decide, "contexts/ingestion/git_sync.py")
+    _from_file(module, "contexts/ingestion/git_sync.py")
+    _from_file(other, "contexts/signals.py")
+    reindex_fragments([decide.pk, module.pk, other.pk])
+    as_token(api, cast.raw_token)
+
+    _body, trace = _ask(api, "how does a sync work out which files changed?")
+    choice = trace.parameters["adaptive"]
+    assert choice["file_evidence"] == trace.parameters["file_evidence"] == adaptive.FILE_EVIDENCE
+    # The trace's relevance is the fusion with the file evidence over the files the fragments
+    # were cut from: re-fused from its own leg scores, it is the same, and not the same without.
+    files = {decide.public_id: "sync", module.public_id: "sync", other.public_id: "signals"}
+    code = dict.fromkeys(files, "code")
+    share = choice["lexical_share"]
+    relevance = {c["id"]: c["relevance"] for c in trace.candidates}
+    with_files = _fused(trace, FusionConfig.convex_share(share, choice["prose_discount"],
+                                                         choice["test_discount"],
+                                                         adaptive.FILE_EVIDENCE), code, files)
+    without = _fused(trace, FusionConfig.convex_share(share, choice["prose_discount"],
+                                                      choice["test_discount"]), code, files)
+    for pk in files:
+        assert relevance[pk] == pytest.approx(with_files[pk], abs=1e-3), pk
+    assert relevance != pytest.approx(without, abs=1e-3)
+    # Each part of the sync file gained the other's score: both are above their plain fusion
+    # relative to the look-alike.
+    for pk in (decide.public_id, module.public_id):
+        assert relevance[pk] / relevance[other.public_id] > without[pk] / without[other.public_id]
+
+    # Identifiers are not asked in words: no file evidence.
+    _body, trace = _ask(api, "changed_paths")
+    assert trace.parameters["adaptive"]["file_evidence"] == 0.0

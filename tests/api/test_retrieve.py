@@ -310,6 +310,8 @@ def test_the_trace_records_the_adaptive_choice_and_the_console_shows_it(api, cas
     assert "Adaptive fusion" in page and "identifier_share" in page
     assert choice["prose_discount"] == parameters["prose_discount"] == 0.0
     assert "prose counted" not in page
+    assert choice["file_evidence"] == parameters["file_evidence"] == 0.0
+    assert "of the best score among the other candidates from its file" not in page
     # Identifiers only: the lexical leg counts at least the exact-words share, and says why.
     assert choice["lexical_floor"] == adaptive.EXACT_WORDS_SHARE and share >= 0.8
     assert "counts at least <strong>80%</strong>" in page
@@ -323,3 +325,8 @@ def test_the_trace_records_the_adaptive_choice_and_the_console_shows_it(api, cas
     assert "prose counted <strong>40% less</strong>" in page
     assert parameters["adaptive"]["lexical_floor"] == 0.0 and "counts at least" not in page
     assert "test code counted <strong>30% less</strong>" in page
+    # ... and code gains from the other parts of its file.
+    assert parameters["adaptive"]["file_evidence"] == parameters["file_evidence"] == \
+        adaptive.FILE_EVIDENCE
+    assert ("Code gained <strong>45%</strong> of the best score among the other candidates "
+            "from its file") in page

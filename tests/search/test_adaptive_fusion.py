@@ -149,6 +149,10 @@ def test_a_query_of_exact_words_gives_the_lexical_leg_at_least_its_floor(query, 
 def test_the_prose_discount_follows_how_the_question_is_asked(query, discount):
     assert adaptive.prose_discount(query, adaptive.text_features(query)) == discount
     assert adaptive.choose(query, LEGS, {})[1]["prose_discount"] == discount
+    # The file evidence goes with it: a question in words, where or how, and nothing else.
+    evidence = adaptive.FILE_EVIDENCE if discount else 0.0
+    assert adaptive.file_evidence(query, adaptive.text_features(query)) == evidence
+    assert adaptive.choose(query, LEGS, {})[1]["file_evidence"] == evidence
 
 
 @pytest.mark.parametrize(("query", "discount"), [

@@ -64,6 +64,36 @@ def test_prose_and_test_discounts_take_their_share_of_those_fragments_scores() -
     assert FusionConfig.convex_share(0.5, 1.7, -1).test_discount == 0.0
 
 
+def test_code_gains_a_share_of_the_best_score_among_the_other_candidates_of_its_file() -> None:
+    # Fragment 1: prose; 2 and 3 are two definitions of one file, 4 alone in another, 5 was
+    # written in the console (no file).
+    namespaces = {1: "prose", 2: "code", 3: "code", 4: "code", 5: "code"}
+    files = {1: "docs/a.md", 2: "pkg/sync.py", 3: "pkg/sync.py", 4: "pkg/other.py"}
+    legs = {"lexical": [(1, 10.0), (4, 8.0), (2, 6.0), (3, 5.0), (5, 0.0)],
+            "dense": [(1, 0.9), (4, 0.8), (2, 0.7), (3, 0.6), (5, 0.0)]}
+    plain = convex(legs, FusionConfig.convex_share(0.5), namespaces, files=files)
+    got = convex(legs, FusionConfig.convex_share(0.5, file_evidence=0.45), namespaces,
+                 files=files)
+    p = {pk: c.relevance for pk, c in plain.items()}
+    # Before: prose 1, then the lone definition, then the two of one file.
+    assert sorted(p, key=lambda pk: -p[pk]) == [1, 4, 2, 3, 5]
+    # Each of the file's two gains 0.45 of the other's; the prose, the lone definition and
+    # the fragment without a file gain nothing; the best (the prose) keeps its score.
+    raw = {1: p[1], 2: p[2] + 0.45 * p[3], 3: p[3] + 0.45 * p[2], 4: p[4], 5: p[5]}
+    scale = p[1] / max(raw.values())
+    assert {pk: c.relevance for pk, c in got.items()} == pytest.approx(
+        {pk: value * scale for pk, value in raw.items()})
+    assert max(c.relevance for c in got.values()) == pytest.approx(p[1])
+    # The file whose two parts match comes before the lone look-alike.
+    assert sorted(got, key=lambda pk: -got[pk].relevance) == [1, 2, 3, 4, 5]
+    # Without files, or without the share, nothing changes.
+    for config, known in ((FusionConfig.convex_share(0.5, file_evidence=0.45), None),
+                          (FusionConfig.convex_share(0.5), files)):
+        same = convex(legs, config, namespaces, files=known)
+        assert {pk: c.relevance for pk, c in same.items()} == p
+    assert FusionConfig.convex_share(0.5, file_evidence=1.5).file_evidence == 1.0  # clamped
+
+
 def test_fuse_dispatches_on_the_configured_method() -> None:
     assert fuse(LEGS, CONFIG)[2].relevance == rrf(LEGS, CONFIG)[2].relevance
     convex_config = FusionConfig(k=10.0, weights=CONFIG.weights, method="convex")
@@ -79,7 +109,7 @@ def test_the_defaults_are_the_settings(settings) -> None:
     assert FusionConfig() == FusionConfig.from_settings()
     assert FusionConfig().as_dict() == {**{key: settings.RETRIEVAL[key] for key in (
         "fusion", "rrf_k", "leg_weights", "namespace_leg_weights")}, "prose_discount": 0.0,
-        "test_discount": 0.0}
+        "test_discount": 0.0, "file_evidence": 0.0}
     assert vars(Weights()) == settings.DEFAULT_WEIGHTS
     settings.RETRIEVAL = {**settings.RETRIEVAL, "fusion": "rrf", "rrf_k": 42.0}
     settings.DEFAULT_WEIGHTS = {**settings.DEFAULT_WEIGHTS, "w_r": 0.5}
