@@ -67,7 +67,7 @@ class Collected:
 
 
 def _fused_order(legs: dict, share: float, namespaces: dict, tests: set[int],
-                 files: dict[int, str], discounts: tuple[float, float, float]) -> list[int]:
+                 files: dict[int, str], discounts: tuple[float, float, float, str]) -> list[int]:
     config = FusionConfig.convex_share(share, *discounts)
     candidates = fuse.convex(legs, config, namespaces, tests, files)
     return [c.fragment_id for c in
@@ -111,7 +111,7 @@ def collect(path: str, split: str, log: Callable[[str], None] = print, *,
             # Not fitted here: each α is scored with the discounts and the file evidence the
             # query gets.
             discounts = (adaptive.prose_discount(text, values), adaptive.discount_for_tests(text),
-                         adaptive.file_evidence(text, values))
+                         *adaptive.file_evidence(text, values))
             for share in GRID:
                 order = [by_pk[pk] for pk in
                          _fused_order(legs, share, namespaces, tests, files, discounts)

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from contexts.models import Fragment, RetrievalTrace
 from contexts.retrieval.pipeline import retrieve
-from contexts.retrieval.types import FusionConfig, RetrievalRequest, Weights
+from contexts.retrieval.types import FILE_EVIDENCE_PARTS, FusionConfig, RetrievalRequest, Weights
 
 TOP = 3
 WORD = re.compile(r"\w+")
@@ -79,6 +79,8 @@ def _fusion(base: FusionConfig, values: dict) -> FusionConfig:
     for key in ("prose_discount", "test_discount", "file_evidence"):
         if values.get(key) is not None:
             changes[key] = float(values[key])
+    if values.get("file_evidence_parts") in FILE_EVIDENCE_PARTS:
+        changes["file_evidence_parts"] = values["file_evidence_parts"]
     if values.get("namespace_leg_weights") is not None and "namespace_weights" in fields:
         changes["namespace_weights"] = tuple(sorted(
             (ns, _weights_tuple(w)) for ns, w in values["namespace_leg_weights"].items()))

@@ -100,14 +100,16 @@ _TASK = re.compile(r"^\s*(how (do|can|should|would) (i|we|you)\b|how to\b|can i\
 
 # A question in words seldom finds all its words in the one definition that answers it: the
 # rest of the definition's file (its module docstring, the helpers beside it) carries them.
-# For such a question a piece of code gains FILE_EVIDENCE of the best fused score among the
-# other candidates from its file (fuse.convex), so a file whose several parts match lifts each
-# of them — above prose that matches in one section, and above a lone look-alike elsewhere.
-# Prose sections gain nothing (measured: letting them gain too helped code questions less).
+# For such a question code gains FILE_EVIDENCE of the best fused score among the other
+# candidates from its file (fuse.convex), so a file whose several parts match lifts them —
+# above prose that matches in one section, and above a lone look-alike elsewhere: every part
+# when the question asks how something behaves, only the file's best when it asks where (see
+# file_evidence). Prose gains nothing (measured: letting it gain too helped code questions less).
 # Chosen on the golden set's dev split, hybrid MRR@10: questions about code behaviour 0.292 →
 # 0.356, "which file" 0.820 → 0.850, newcomers' questions (answered by the docs as often as by
 # code) 0.732 → 0.704; all questions in words 0.500 → 0.521. At 0.3: `nl` 0.506, `file` 0.873;
-# at 0.6: 0.531, 0.827 (docs/retrieval-quality.md).
+# at 0.6: 0.531, 0.827; with only the best part for "where": 0.518, 0.860
+# (docs/retrieval-quality.md).
 FILE_EVIDENCE = 0.45
 
 
@@ -172,10 +174,16 @@ def prose_discount(query: str, values: Mapping[str, float]) -> float:
     return QUESTION_PROSE_DISCOUNT if asked == "behaviour" else 0.0
 
 
-def file_evidence(query: str, values: Mapping[str, float]) -> float:
+def file_evidence(query: str, values: Mapping[str, float]) -> tuple[float, str]:
     """The share of its file's other evidence a piece of code gains for ``query``
-    (:data:`FILE_EVIDENCE` for a question in words, else 0)."""
-    return FILE_EVIDENCE if _asked_in_words(query, values) else 0.0
+    (:data:`FILE_EVIDENCE` for a question in words, else 0), and which parts of a file gain:
+    "every" one for a question about how something behaves (the answer is a definition in
+    the file), only the "best" for one about where (the answer is the file: its other parts
+    would only crowd other files, and the docs, out of the answer)."""
+    asked = _asked_in_words(query, values)
+    if asked is None:
+        return 0.0, "every"
+    return FILE_EVIDENCE, "best" if asked == "location" else "every"
 
 
 def _relative_gap(scores: Sequence[float], i: int) -> float:
@@ -272,5 +280,6 @@ def choose(query: str, legs: Mapping[str, Sequence[tuple[int, float]]],
                    "lexical_floor": EXACT_WORDS_SHARE if both and exact_words(values) else 0.0,
                    "prose_discount": prose_discount(query, values),
                    "test_discount": discount_for_tests(query),
-                   "file_evidence": file_evidence(query, values),
+                   **dict(zip(("file_evidence", "file_evidence_parts"),
+                              file_evidence(query, values), strict=True)),
                    "features": {name: round(value, 4) for name, value in values.items()}}

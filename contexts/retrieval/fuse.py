@@ -77,14 +77,17 @@ def convex(legs: Mapping[str, Sequence[tuple[int, float]]], config: FusionConfig
         candidate.relevance /= totals[namespaces.get(candidate.fragment_id)]
         candidate.relevance *= keep.get(candidate.fragment_id, 1.0)
     if config.file_evidence and files:
-        _add_file_evidence(candidates, config.file_evidence, namespaces, files)
+        _add_file_evidence(candidates, config.file_evidence, namespaces, files,
+                           best_only=config.file_evidence_parts == "best")
     return candidates
 
 
 def _add_file_evidence(candidates: Mapping[int, Candidate], share: float,
-                       namespaces: Mapping[int, str], files: Mapping[int, Hashable]) -> None:
-    """Each code candidate gains ``share`` of the best relevance among the other candidates
-    of its file; then every relevance is scaled so the best is what it was (0–1 stays)."""
+                       namespaces: Mapping[int, str], files: Mapping[int, Hashable], *,
+                       best_only: bool = False) -> None:
+    """Each code candidate (``best_only``: only the best of its file) gains ``share`` of the
+    best relevance among the other candidates of its file; then every relevance is scaled so
+    the best is what it was (0–1 stays)."""
     # The best two of each file: a file's best gains its runner-up's, the others its best.
     best: dict[Hashable, list[float]] = {}
     for pk, candidate in candidates.items():
@@ -98,7 +101,10 @@ def _add_file_evidence(candidates: Mapping[int, Candidate], share: float,
     for pk, candidate in candidates.items():
         if pk in files and namespaces.get(pk) == "code":
             first, second = best[files[pk]]
-            candidate.relevance += share * (second if candidate.relevance >= first else first)
+            if candidate.relevance >= first:
+                candidate.relevance += share * second
+            elif not best_only:
+                candidate.relevance += share * first
     after = max((c.relevance for c in candidates.values()), default=0.0)
     if after > 0:
         for candidate in candidates.values():

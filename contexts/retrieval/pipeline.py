@@ -142,7 +142,8 @@ def _fuse(request: RetrievalRequest, ranked: dict[str, Ranked], rows: CandidateR
     if fusion.method == "adaptive":
         share, choice = adaptive.choose(request.query, legs, namespaces)
         fusion = FusionConfig.convex_share(share, choice["prose_discount"],
-                                           choice["test_discount"], choice["file_evidence"])
+                                           choice["test_discount"], choice["file_evidence"],
+                                           choice["file_evidence_parts"])
     # One more statement, only for a question in words.
     files = candidate_files(by_pk) if fusion.file_evidence else None
     return fuse.fuse(legs, fusion, namespaces, tests, files), fusion, choice

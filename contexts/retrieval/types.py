@@ -10,6 +10,8 @@ from typing import NamedTuple
 from django.conf import settings
 
 LegWeights = tuple[tuple[str, float], ...]
+# Which parts of a file gain the file evidence (FusionConfig.file_evidence_parts).
+FILE_EVIDENCE_PARTS = ("every", "best")
 
 
 def _freeze(weights: dict[str, float]) -> LegWeights:
@@ -41,8 +43,9 @@ class FusionConfig:
     prose_discount: float = 0.0
     test_discount: float = 0.0
     # ... and the share of the best score among the other candidates of its file that a piece
-    # of code gains (fuse.convex).
+    # of code gains, "every" part of a file or only its "best" (fuse.convex).
     file_evidence: float = 0.0
+    file_evidence_parts: str = "every"
 
     @classmethod
     def from_settings(cls) -> FusionConfig:
@@ -50,17 +53,20 @@ class FusionConfig:
 
     @classmethod
     def convex_share(cls, lexical_share: float, prose_discount: float = 0.0,
-                     test_discount: float = 0.0, file_evidence: float = 0.0) -> FusionConfig:
+                     test_discount: float = 0.0, file_evidence: float = 0.0,
+                     file_evidence_parts: str = "every") -> FusionConfig:
         """Convex fusion with the lexical leg weighted ``lexical_share`` and the dense leg the
         rest, in every namespace, prose and test fragments losing those shares of their
         scores, code gaining ``file_evidence`` of its file's (what adaptive fusion chose for
         one query)."""
+        if file_evidence_parts not in FILE_EVIDENCE_PARTS:
+            raise ValueError(f"file_evidence_parts must be one of {FILE_EVIDENCE_PARTS}")
         share, prose, tests, files = (
             min(1.0, max(0.0, float(value)))
             for value in (lexical_share, prose_discount, test_discount, file_evidence))
         return cls(method="convex", weights=_freeze({"lexical": share, "dense": 1.0 - share}),
                    namespace_weights=(), prose_discount=prose, test_discount=tests,
-                   file_evidence=files)
+                   file_evidence=files, file_evidence_parts=file_evidence_parts)
 
     @cached_property
     def _weight_table(self) -> dict[str | None, dict[str, float]]:
@@ -77,7 +83,8 @@ class FusionConfig:
         return {"fusion": self.method, "rrf_k": self.k, "leg_weights": dict(self.weights),
                 "namespace_leg_weights": {ns: dict(w) for ns, w in self.namespace_weights},
                 "prose_discount": self.prose_discount, "test_discount": self.test_discount,
-                "file_evidence": self.file_evidence}
+                "file_evidence": self.file_evidence,
+                "file_evidence_parts": self.file_evidence_parts}
 
 
 def _default_weight(name: str):

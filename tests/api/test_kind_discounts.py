@@ -158,6 +158,23 @@ def test_a_question_in_words_lifts_the_parts_of_a_file_that_match_together(api, 
     for pk in (decide.public_id, module.public_id):
         assert relevance[pk] / relevance[other.public_id] > without[pk] / without[other.public_id]
 
+    # Asked where, the answer is the file: only its best part gains, so its other parts do
+    # not crowd other files out.
+    _body, trace = _ask(api, "which module works out which files changed in a sync?")
+    choice = trace.parameters["adaptive"]
+    assert (choice["file_evidence"], choice["file_evidence_parts"]) == \
+        (adaptive.FILE_EVIDENCE, "best")
+    relevance = {c["id"]: c["relevance"] for c in trace.candidates}
+    best = _fused(trace, FusionConfig.convex_share(
+        choice["lexical_share"], choice["prose_discount"], choice["test_discount"],
+        adaptive.FILE_EVIDENCE, "best"), code, files)
+    every = _fused(trace, FusionConfig.convex_share(
+        choice["lexical_share"], choice["prose_discount"], choice["test_discount"],
+        adaptive.FILE_EVIDENCE), code, files)
+    for pk in files:
+        assert relevance[pk] == pytest.approx(best[pk], abs=1e-3), pk
+    assert relevance != pytest.approx(every, abs=1e-3)
+
     # Identifiers are not asked in words: no file evidence.
     _body, trace = _ask(api, "changed_paths")
     assert trace.parameters["adaptive"]["file_evidence"] == 0.0

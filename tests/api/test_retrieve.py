@@ -325,8 +325,9 @@ def test_the_trace_records_the_adaptive_choice_and_the_console_shows_it(api, cas
     assert "prose counted <strong>40% less</strong>" in page
     assert parameters["adaptive"]["lexical_floor"] == 0.0 and "counts at least" not in page
     assert "test code counted <strong>30% less</strong>" in page
-    # ... and code gains from the other parts of its file.
+    # ... and the best part of each file gains from the file's other parts.
     assert parameters["adaptive"]["file_evidence"] == parameters["file_evidence"] == \
         adaptive.FILE_EVIDENCE
-    assert ("Code gained <strong>45%</strong> of the best score among the other candidates "
-            "from its file") in page
+    assert parameters["adaptive"]["file_evidence_parts"] == "best"
+    assert ("The best part of each file gained <strong>45%</strong> of the best score among the "
+            "other candidates from its file") in page

@@ -13,7 +13,7 @@ from devtools import fusion_fit
 @pytest.mark.django_db(transaction=True)
 def test_each_share_is_scored_with_the_querys_discounts(make_dataset, index_dir, monkeypatch):
     data = make_dataset(split="dev")
-    scored: list[tuple[float, float, float]] = []
+    scored: list[tuple[float, float, float, str]] = []
     fused_order = fusion_fit._fused_order
 
     def recording(legs, share, namespaces, tests, files, discounts):
@@ -25,4 +25,4 @@ def test_each_share_is_scored_with_the_querys_discounts(make_dataset, index_dir,
     assert found.ndcg.shape == found.mrr.shape == (5, len(fusion_fit.GRID))
     # Every query is a question in words, not a task, and none asks about tests.
     assert set(scored) == {(adaptive.QUESTION_PROSE_DISCOUNT, adaptive.TEST_DISCOUNT,
-                            adaptive.FILE_EVIDENCE)}
+                            adaptive.FILE_EVIDENCE, "every")}

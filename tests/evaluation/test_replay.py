@@ -81,6 +81,7 @@ def test_the_request_is_rebuilt_from_the_trace_and_overridden(recorded):
     assert request.fusion.prose_discount == trace.parameters["prose_discount"]
     assert request.fusion.test_discount == trace.parameters["test_discount"]
     assert request.fusion.file_evidence == trace.parameters["file_evidence"]
+    assert request.fusion.file_evidence_parts == trace.parameters["file_evidence_parts"]
     candidate = candidate_request(request, parse_config(
         '{"rrf_k": 20, "leg_weights": {"lexical": 0.5, "dense": 1}, "legs": ["dense"]}'))
     assert candidate.fusion.k == 20.0 and candidate.legs == ("dense",)

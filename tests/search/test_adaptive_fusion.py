@@ -149,10 +149,13 @@ def test_a_query_of_exact_words_gives_the_lexical_leg_at_least_its_floor(query, 
 def test_the_prose_discount_follows_how_the_question_is_asked(query, discount):
     assert adaptive.prose_discount(query, adaptive.text_features(query)) == discount
     assert adaptive.choose(query, LEGS, {})[1]["prose_discount"] == discount
-    # The file evidence goes with it: a question in words, where or how, and nothing else.
+    # The file evidence goes with it: a question in words, where or how, and nothing else;
+    # a question about where gains only the best part of each file.
     evidence = adaptive.FILE_EVIDENCE if discount else 0.0
-    assert adaptive.file_evidence(query, adaptive.text_features(query)) == evidence
-    assert adaptive.choose(query, LEGS, {})[1]["file_evidence"] == evidence
+    parts = "best" if discount == adaptive.LOCATION_PROSE_DISCOUNT else "every"
+    assert adaptive.file_evidence(query, adaptive.text_features(query)) == (evidence, parts)
+    choice = adaptive.choose(query, LEGS, {})[1]
+    assert (choice["file_evidence"], choice["file_evidence_parts"]) == (evidence, parts)
 
 
 @pytest.mark.parametrize(("query", "discount"), [

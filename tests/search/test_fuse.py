@@ -92,6 +92,17 @@ def test_code_gains_a_share_of_the_best_score_among_the_other_candidates_of_its_
         same = convex(legs, config, namespaces, files=known)
         assert {pk: c.relevance for pk, c in same.items()} == p
     assert FusionConfig.convex_share(0.5, file_evidence=1.5).file_evidence == 1.0  # clamped
+    with pytest.raises(ValueError, match="file_evidence_parts"):
+        FusionConfig.convex_share(0.5, file_evidence=0.45, file_evidence_parts="some")
+    # Only the best part of each file: the file's best (2) gains, its other part (3) does not.
+    best = convex(legs, FusionConfig.convex_share(0.5, file_evidence=0.45,
+                                                  file_evidence_parts="best"),
+                  namespaces, files=files)
+    raw = {**p, 2: p[2] + 0.45 * p[3]}
+    scale = p[1] / max(raw.values())
+    assert {pk: c.relevance for pk, c in best.items()} == pytest.approx(
+        {pk: value * scale for pk, value in raw.items()})
+    assert sorted(best, key=lambda pk: -best[pk].relevance) == [1, 2, 4, 3, 5]
 
 
 def test_fuse_dispatches_on_the_configured_method() -> None:
@@ -109,7 +120,7 @@ def test_the_defaults_are_the_settings(settings) -> None:
     assert FusionConfig() == FusionConfig.from_settings()
     assert FusionConfig().as_dict() == {**{key: settings.RETRIEVAL[key] for key in (
         "fusion", "rrf_k", "leg_weights", "namespace_leg_weights")}, "prose_discount": 0.0,
-        "test_discount": 0.0, "file_evidence": 0.0}
+        "test_discount": 0.0, "file_evidence": 0.0, "file_evidence_parts": "every"}
     assert vars(Weights()) == settings.DEFAULT_WEIGHTS
     settings.RETRIEVAL = {**settings.RETRIEVAL, "fusion": "rrf", "rrf_k": 42.0}
     settings.DEFAULT_WEIGHTS = {**settings.DEFAULT_WEIGHTS, "w_r": 0.5}
