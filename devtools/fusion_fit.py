@@ -34,7 +34,9 @@ from contexts.evaluation.harness import (
 from contexts.models import FragmentKind
 from contexts.retrieval import adaptive, fuse
 from contexts.retrieval.pipeline import retrieve
+from contexts.retrieval.rows import candidate_files
 from contexts.retrieval.types import FusionConfig
+from contexts.services.rls import retrieval_scope
 
 GRID = tuple(round(a / 10, 1) for a in range(11))  # lexical share 0.0 … 1.0
 L2 = 0.001  # chosen by leave-one-dataset-out on the fit sets (docs/retrieval-quality.md)
@@ -67,7 +69,7 @@ class Collected:
 
 
 def _fused_order(legs: dict, share: float, namespaces: dict, tests: set[int],
-                 files: dict[int, str], discounts: tuple[float, float, float, str]) -> list[int]:
+                 files: dict[int, int], discounts: tuple[float, float, float, str]) -> list[int]:
     config = FusionConfig.convex_share(share, *discounts)
     candidates = fuse.convex(legs, config, namespaces, tests, files)
     return [c.fragment_id for c in
@@ -107,7 +109,8 @@ def collect(path: str, split: str, log: Callable[[str], None] = print, *,
             ndcg, mrr = [], []
             values = adaptive.features(text, legs, namespaces)
             tests = {pk for pk, item in by_pk.items() if item.fragment.kind == FragmentKind.TEST}
-            files = {pk: item.sources[0].path for pk, item in by_pk.items() if item.sources}
+            with retrieval_scope(request.scope_ids):  # the files as retrieval reads them
+                files = candidate_files(result.candidates)
             # Not fitted here: each α is scored with the discounts and the file evidence the
             # query gets.
             discounts = (adaptive.prose_discount(text, values), adaptive.discount_for_tests(text),

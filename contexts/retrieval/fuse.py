@@ -88,23 +88,24 @@ def _add_file_evidence(candidates: Mapping[int, Candidate], share: float,
     """Each code candidate (``best_only``: only the best of its file) gains ``share`` of the
     best relevance among the other candidates of its file; then every relevance is scaled so
     the best is what it was (0–1 stays)."""
-    # The best two of each file: a file's best gains its runner-up's, the others its best.
-    best: dict[Hashable, list[float]] = {}
-    for pk, candidate in candidates.items():
-        if pk in files:
-            top = best.setdefault(files[pk], [0.0, 0.0])
-            if candidate.relevance > top[0]:
-                top[:] = [candidate.relevance, top[0]]
-            elif candidate.relevance > top[1]:
-                top[1] = candidate.relevance
+    # Each file's best part (ties: the lower pk) and the best two scores: the best part gains
+    # the runner-up's, the others the best's.
+    best: dict[Hashable, tuple[float, int, float]] = {}  # file → (top, its pk, runner-up)
+    for pk in sorted(pk for pk in candidates if pk in files):
+        score = candidates[pk].relevance
+        top, top_pk, second = best.get(files[pk], (-1.0, 0, 0.0))
+        if score > top:
+            best[files[pk]] = (score, pk, max(top, 0.0))
+        else:
+            best[files[pk]] = (top, top_pk, max(second, score))
     before = max((c.relevance for c in candidates.values()), default=0.0)
     for pk, candidate in candidates.items():
         if pk in files and namespaces.get(pk) == "code":
-            first, second = best[files[pk]]
-            if candidate.relevance >= first:
+            top, top_pk, second = best[files[pk]]
+            if pk == top_pk:
                 candidate.relevance += share * second
             elif not best_only:
-                candidate.relevance += share * first
+                candidate.relevance += share * top
     after = max((c.relevance for c in candidates.values()), default=0.0)
     if after > 0:
         for candidate in candidates.values():

@@ -144,8 +144,9 @@ def _fuse(request: RetrievalRequest, ranked: dict[str, Ranked], rows: CandidateR
         fusion = FusionConfig.convex_share(share, choice["prose_discount"],
                                            choice["test_discount"], choice["file_evidence"],
                                            choice["file_evidence_parts"])
-    # One more statement, only for a question in words.
-    files = candidate_files(by_pk) if fusion.file_evidence else None
+    # One more statement, only for a question in words with code among the candidates.
+    files = (candidate_files(by_pk) if fusion.file_evidence and "code" in namespaces.values()
+             else None)
     return fuse.fuse(legs, fusion, namespaces, tests, files), fusion, choice
 
 

@@ -207,17 +207,23 @@ _ERROR = re.compile("|".join(f"(?:{shape})" for shape in _ERROR_SHAPES), re.MULT
 _QUESTION = re.compile(
     r"\?|(?i:\b(?:how|what|which|why|where|when|who)\b"
     r"|^\s*(?:does|do|did|is|are|can|could|should|would|will|explain|describe)\b)")
-_WENT_WRONG = re.compile(
-    r"(?i)\b(?:cannot|can't|can not|could not|couldn't|unable|must(?: not)?|should not|"
-    r"shouldn't|needs|requires?|unknown|unsupported|invalid|illegal|unexpected|expected|got|"
-    r"missing|not (?:found|allowed|supported|permitted|be|an?)|no such|with no|"
-    r"no \w+ (?:to|in|for|and|left)|don't|doesn't|isn't|wasn't|won't|denied|refused|failed|"
-    r"died|hung|timed out|timeout|unreadable|deactivated|already|bad|closed|out of range|"
-    r"exceeds?|too (?:many|few|long|short|large|big))\b")
-# Marks of machine text: a quoted value, a `--flag`, a `field: ` head, a dotted, slashed or
-# snake_case name, a call `name()`.
+# The words by which programs say what went wrong: enough on their own in a sentence ...
+_WENT_WRONG = (r"cannot|can't|can not|could not|couldn't|unable|must not|should not|unknown|"
+               r"unsupported|invalid|illegal|unexpected|missing|not (?:found|allowed|supported|"
+               r"permitted)|no such|denied|refused|failed|died|hung|timed out|unreadable|"
+               r"deactivated|out of range|exceeds?|too (?:many|few|long|short|large|big)")
+# ... and beside a mark of machine text only: phrases and questions use these too ("documents
+# with no owner", "fragments that must be reviewed", "body limit and timeout").
+_SAID_WRONG = re.compile(rf"(?i)\b(?:{_WENT_WRONG})\b")
+_SAID_WRONG_MARKED = re.compile(
+    rf"(?i)\b(?:{_WENT_WRONG}|must|needs|requires?|expected|got|not (?:be|an?)|with no|"
+    r"no \w+ (?:to|in|for|and|left)|shouldn't|don't|doesn't|isn't|wasn't|won't|already|bad|"
+    r"closed|timeout)\b")
+# Marks of machine text: a quoted value (not the stretch between two apostrophes: "Alice's
+# key isn't"), a `--flag`, a `field: ` head, a dotted, slashed or snake_case name, a call.
 _MACHINE_TEXT = re.compile(
-    r"""'[^'\s][^']*'|"[^"]+"|`[^`]+`|(?<!\w)--?[a-z][\w-]*|^\s*[\w.-]+:\s|\b\w+[_./]\w+|\b\w+\(\)""")
+    r"""(?<!\w)'[^'\s][^']*'(?!\w)|"[^"]+"|`[^`]+`|(?<!\w)--?[a-z][\w-]*|^\s*[\w.-]+:\s|"""
+    r"""\b\w+[_./]\w+|\b\w+\(\)""")
 
 
 _FUNCTION_WORDS = re.compile(
@@ -230,11 +236,12 @@ def _message_without_class(query: str) -> bool:
     query = query.strip()
     if "\n" in query or len(query.split()) > _MESSAGE_MAX_WORDS:
         return False  # a message is a line; a paragraph that says "failed" is prose
-    if _QUESTION.search(query) or not _WENT_WRONG.search(query):
+    if _QUESTION.search(query):
         return False
     if _MACHINE_TEXT.search(query):
-        return True
-    return query[:1].islower() and len(_FUNCTION_WORDS.findall(query)) >= 2
+        return _SAID_WRONG_MARKED.search(query) is not None
+    return (query[:1].islower() and _SAID_WRONG.search(query) is not None
+            and len(_FUNCTION_WORDS.findall(query)) >= 2)
 
 
 @lru_cache(maxsize=64)

@@ -329,5 +329,5 @@ def test_the_trace_records_the_adaptive_choice_and_the_console_shows_it(api, cas
     assert parameters["adaptive"]["file_evidence"] == parameters["file_evidence"] == \
         adaptive.FILE_EVIDENCE
     assert parameters["adaptive"]["file_evidence_parts"] == "best"
-    assert ("The best part of each file gained <strong>45%</strong> of the best score among the "
-            "other candidates from its file") in page
+    assert ("The best part of each file gains <strong>45%</strong> of the best score among the "
+            "other candidates from its file, where there are any") in page

@@ -50,6 +50,7 @@ def test_path_share_counts_file_paths_and_module_names_not_qualified_identifiers
     "Fragment.body must not be empty",
     "nudge 41 escalated: the owner's account is deactivated",
     "an owner cannot hand a fragment over to themselves",
+    "job job_01jdc0ab12mn was queued with no message in the broker; published again",
 ])
 def test_pasted_errors_and_log_lines_are_error_like(pasted):
     assert adaptive.text_features(pasted)["error_like"] == 1.0
@@ -69,6 +70,12 @@ def test_pasted_errors_and_log_lines_are_error_like(pasted):
     "Localization of PIN1 in the roots of Arabidopsis requires VPS9a",
     "the sync cannot reach the remote, what should I check?",
     "the cohort was followed for ten years and " * 5 + "the treatment failed to reduce events",
+    # Phrases in the words of a message, with no mark of machine text: two apostrophes are not
+    # a quoted value, and "with no", "must" or "timeout" alone do not make a sentence a message.
+    "Alice's API key isn't accepted after rotation",
+    "documents with no owner",
+    "fragments that must be reviewed by an owner",
+    "tests of the wsgi bridge's body limit and timeout",
 ])
 def test_questions_and_identifiers_are_not_error_like(asked):
     assert adaptive.text_features(asked)["error_like"] == 0.0

@@ -105,6 +105,33 @@ def test_code_gains_a_share_of_the_best_score_among_the_other_candidates_of_its_
     assert sorted(best, key=lambda pk: -best[pk].relevance) == [1, 2, 4, 3, 5]
 
 
+def test_file_evidence_keeps_the_best_score_and_leaves_prose_and_ties_alone() -> None:
+    # Two parts of one file at the top (tied), a third part, and a prose section that shares
+    # a file with another section.
+    namespaces = {1: "code", 2: "code", 3: "code", 4: "prose", 5: "prose"}
+    files = {1: "a.py", 2: "a.py", 3: "a.py", 4: "b.md", 5: "b.md"}
+    legs = {"lexical": [(1, 9.0), (2, 9.0), (4, 8.0), (5, 7.0), (3, 5.0), (6, 0.0)],
+            "dense": [(1, 0.9), (2, 0.9), (4, 0.8), (5, 0.7), (3, 0.5), (6, 0.0)]}
+    namespaces[6] = "code"
+    plain = convex(legs, FusionConfig.convex_share(0.5), namespaces, files=files)
+    p = {pk: c.relevance for pk, c in plain.items()}
+    assert p[1] == p[2] == 1.0
+    for parts, gainers in (("every", {1, 2, 3}), ("best", {1})):
+        got = convex(legs, FusionConfig.convex_share(0.5, file_evidence=0.45,
+                                                     file_evidence_parts=parts),
+                     namespaces, files=files)
+        # The file's parts lifted past 1 are scaled back: the best keeps its score, all ≤ 1.
+        assert max(c.relevance for c in got.values()) == pytest.approx(1.0)
+        assert all(0.0 <= c.relevance <= 1.0 for c in got.values())
+        raw = {pk: p[pk] + (0.45 * (p[2] if pk == 1 else p[1]) if pk in gainers else 0.0)
+               for pk in p}
+        scale = 1.0 / max(raw.values())
+        # Prose sharing a file gains nothing; of two tied best parts only the lower pk is the
+        # file's best, so "best" lifts that one alone.
+        assert {pk: c.relevance for pk, c in got.items()} == pytest.approx(
+            {pk: value * scale for pk, value in raw.items()}), parts
+
+
 def test_fuse_dispatches_on_the_configured_method() -> None:
     assert fuse(LEGS, CONFIG)[2].relevance == rrf(LEGS, CONFIG)[2].relevance
     convex_config = FusionConfig(k=10.0, weights=CONFIG.weights, method="convex")
