@@ -224,8 +224,6 @@ _SAID_WRONG_MARKED = re.compile(
 _MACHINE_TEXT = re.compile(
     r"""(?<!\w)'[^'\s][^']*'(?!\w)|"[^"]+"|`[^`]+`|(?<!\w)--?[a-z][\w-]*|^\s*[\w.-]+:\s|"""
     r"""\b\w+[_./]\w+|\b\w+\(\)""")
-
-
 _FUNCTION_WORDS = re.compile(
     r"(?i)\b(?:a|an|the|this|that|its|itself|is|was|are|were|be|been|has|have|had|no|of|to|or|"
     r"for|with)\b")
@@ -233,6 +231,7 @@ _MESSAGE_MAX_WORDS = 40
 
 
 def _message_without_class(query: str) -> bool:
+    """Whether ``query`` is one line of a program's message, pasted without its exception."""
     query = query.strip()
     if "\n" in query or len(query.split()) > _MESSAGE_MAX_WORDS:
         return False  # a message is a line; a paragraph that says "failed" is prose
