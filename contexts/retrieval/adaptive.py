@@ -164,26 +164,26 @@ def _asked_in_words(query: str, values: Mapping[str, float]) -> str | None:
     return None
 
 
+# By how a question in words is asked (_asked_in_words): the prose discount, and the file
+# evidence with the parts of a file that gain it — "every" one when the question asks how
+# something behaves (the answer is a definition in the file), only the "best" when it asks
+# where (the answer is the file: its other parts would crowd other files, and the docs, out).
+_PROSE_DISCOUNTS = {"location": LOCATION_PROSE_DISCOUNT, "behaviour": QUESTION_PROSE_DISCOUNT}
+_FILE_EVIDENCE = {"location": (FILE_EVIDENCE, "best"), "behaviour": (FILE_EVIDENCE, "every")}
+_NO_FILE_EVIDENCE = (0.0, "every")
+
+
 def prose_discount(query: str, values: Mapping[str, float]) -> float:
     """The share of its fused score a prose fragment loses for ``query`` (its
     :func:`text_features` in ``values``): only for a question in words — no identifier, path
     or pasted error."""
-    asked = _asked_in_words(query, values)
-    if asked == "location":
-        return LOCATION_PROSE_DISCOUNT
-    return QUESTION_PROSE_DISCOUNT if asked == "behaviour" else 0.0
+    return _PROSE_DISCOUNTS.get(_asked_in_words(query, values), 0.0)
 
 
 def file_evidence(query: str, values: Mapping[str, float]) -> tuple[float, str]:
     """The share of its file's other evidence a piece of code gains for ``query``
-    (:data:`FILE_EVIDENCE` for a question in words, else 0), and which parts of a file gain:
-    "every" one for a question about how something behaves (the answer is a definition in
-    the file), only the "best" for one about where (the answer is the file: its other parts
-    would only crowd other files, and the docs, out of the answer)."""
-    asked = _asked_in_words(query, values)
-    if asked is None:
-        return 0.0, "every"
-    return FILE_EVIDENCE, "best" if asked == "location" else "every"
+    (:data:`FILE_EVIDENCE` for a question in words, else 0), and which parts of a file gain."""
+    return _FILE_EVIDENCE.get(_asked_in_words(query, values), _NO_FILE_EVIDENCE)
 
 
 def _relative_gap(scores: Sequence[float], i: int) -> float:
@@ -274,12 +274,13 @@ def choose(query: str, legs: Mapping[str, Sequence[tuple[int, float]]],
         share = lexical_share(model, values)
     else:
         share = 1.0 if legs.get("lexical") else 0.0
+    asked = _asked_in_words(query, values)  # once: it decides both of the next
+    evidence, parts = _FILE_EVIDENCE.get(asked, _NO_FILE_EVIDENCE)
     return share, {"model": model.version, "lexical_share": round(share, 4),
                    # the least share the policy could give (a query of exact words, both legs
                    # answering), 0 for none
                    "lexical_floor": EXACT_WORDS_SHARE if both and exact_words(values) else 0.0,
-                   "prose_discount": prose_discount(query, values),
+                   "prose_discount": _PROSE_DISCOUNTS.get(asked, 0.0),
                    "test_discount": discount_for_tests(query),
-                   **dict(zip(("file_evidence", "file_evidence_parts"),
-                              file_evidence(query, values), strict=True)),
+                   "file_evidence": evidence, "file_evidence_parts": parts,
                    "features": {name: round(value, 4) for name, value in values.items()}}

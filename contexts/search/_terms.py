@@ -204,7 +204,9 @@ _ERROR = re.compile("|".join(f"(?:{shape})" for shape in _ERROR_SHAPES), re.MULT
 # open in capitals and name genes, not values), CoSQA (none: 5 of 500 did before the sentence
 # test, and CoSQA dev lost 0.003 nDCG@10 on them), docs-QA (none) and the paragraph set (a
 # message is one line of at most 40 words).
-_QUESTION = re.compile(
+# Asked, not pasted: broader than the fusion's rule of a question in words
+# (contexts.retrieval.adaptive), since a wh-word anywhere ("python how to …") rules a message out.
+_ASKED = re.compile(
     r"\?|(?i:\b(?:how|what|which|why|where|when|who)\b"
     r"|^\s*(?:does|do|did|is|are|can|could|should|would|will|explain|describe)\b)")
 # The words by which programs say what went wrong: enough on their own in a sentence ...
@@ -235,7 +237,7 @@ def _message_without_class(query: str) -> bool:
     query = query.strip()
     if "\n" in query or len(query.split()) > _MESSAGE_MAX_WORDS:
         return False  # a message is a line; a paragraph that says "failed" is prose
-    if _QUESTION.search(query):
+    if _ASKED.search(query):
         return False
     if _MACHINE_TEXT.search(query):
         return _SAID_WRONG_MARKED.search(query) is not None

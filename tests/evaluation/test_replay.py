@@ -10,7 +10,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from accounts.models import Repository
-from contexts.evaluation.replay import candidate_request, parse_config, recorded_request
+from contexts.evaluation.replay import _fusion, candidate_request, parse_config, recorded_request
 from contexts.ingestion.pipeline import Ingestor, Target
 from contexts.ingestion.sources import SourceFile
 from contexts.models import RetrievalTrace
@@ -82,6 +82,11 @@ def test_the_request_is_rebuilt_from_the_trace_and_overridden(recorded):
     assert request.fusion.test_discount == trace.parameters["test_discount"]
     assert request.fusion.file_evidence == trace.parameters["file_evidence"]
     assert request.fusion.file_evidence_parts == trace.parameters["file_evidence_parts"]
+    # A question in words: its file evidence is replayed as recorded, parts included.
+    assert trace.parameters["file_evidence"] > 0
+    where = _fusion(request.fusion, {**trace.parameters, "file_evidence_parts": "best"})
+    assert (where.file_evidence, where.file_evidence_parts) == \
+        (trace.parameters["file_evidence"], "best")
     candidate = candidate_request(request, parse_config(
         '{"rrf_k": 20, "leg_weights": {"lexical": 0.5, "dense": 1}, "legs": ["dense"]}'))
     assert candidate.fusion.k == 20.0 and candidate.legs == ("dense",)
