@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import statistics
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -49,7 +49,8 @@ FLOOR = 1.0
 
 @dataclass
 class Collected:
-    """One dataset's queries: features (N × F) and nDCG@10 / MRR@10 at every α (N × K)."""
+    """One dataset's queries: features (N × F) and nDCG@10 / MRR@10 at every α (N × K), and
+    whether each is asked in words (``adaptive.in_words``: it bounds the share)."""
 
     name: str
     qids: list[str]
@@ -57,6 +58,7 @@ class Collected:
     ndcg: np.ndarray
     mrr: np.ndarray
     types: list[str]
+    asked: list[bool] = field(default_factory=list)
 
     def as_json(self) -> dict:
         return {"name": self.name, "qids": self.qids, "features": self.features.tolist(),
@@ -89,7 +91,7 @@ def collect(path: str, split: str, log: Callable[[str], None] = print, *,
                                         ignore_identical_ids=ignore_identical_ids), log=log)
     queries = harness._queries()
     org = create_org(data.name)
-    rows_f, rows_n, rows_m, qids, types = [], [], [], [], []
+    rows_f, rows_n, rows_m, qids, types, asked = [], [], [], [], [], []
     try:
         harness._ingest(org)
         spec = PIPELINES["hybrid"]
@@ -127,6 +129,7 @@ def collect(path: str, split: str, log: Callable[[str], None] = print, *,
             rows_f.append([values[name] for name in adaptive.FEATURES])
             rows_n.append(ndcg)
             rows_m.append(mrr)
+            asked.append(adaptive.in_words(text, values))
             qids.append(qid)
             types.append(data.query_types.get(qid, "") if data.query_types else "")
             if n % 100 == 0:
@@ -134,7 +137,7 @@ def collect(path: str, split: str, log: Callable[[str], None] = print, *,
     finally:
         drop_org(org.pk)
     return Collected(f"{data.name}:{split}", qids, np.array(rows_f), np.array(rows_n),
-                     np.array(rows_m), types)
+                     np.array(rows_m), types, asked)
 
 
 def collect_cached(path: str, split: str, cache: Path,
@@ -161,6 +164,8 @@ def _with_text_features(found: Collected, texts: dict[str, str]) -> Collected:
     text = np.array([[adaptive.text_features(texts[qid])[name] for name in adaptive.TEXT_FEATURES]
                      for qid in found.qids]).reshape(len(found.qids), -1)
     found.features = np.hstack([text, found.features[:, found.features.shape[1] - lists:]])
+    found.asked = [adaptive.in_words(texts[qid], dict(zip(adaptive.FEATURES, row, strict=True)))
+                   for qid, row in zip(found.qids, found.features, strict=True)]
     return found
 
 
@@ -216,8 +221,9 @@ def _interpolated(row: np.ndarray, share: float) -> float:
 
 def score(model: adaptive.FusionModel, data: Collected, table: str = "ndcg") -> float:
     values = getattr(data, table)
-    shares = [adaptive.lexical_share(model, dict(zip(adaptive.FEATURES, row, strict=True)))
-              for row in data.features]
+    asked = data.asked or [False] * len(data.qids)
+    shares = [adaptive.lexical_share(model, dict(zip(adaptive.FEATURES, row, strict=True)), words)
+              for row, words in zip(data.features, asked, strict=True)]
     return statistics.fmean(_interpolated(r, a) for r, a in zip(values, shares, strict=True))
 
 

@@ -132,17 +132,57 @@ _ASKS_ABOUT_TESTS = re.compile(r"\btest(s|ed|ing)?\b|\bfixtures?\b|\bspecs?\b", 
 EXACT_WORDS_SHARE = 0.8
 
 
+# Two kinds of query that no fit set holds, so the policy extrapolates for them; each gets a
+# bound chosen on the dev split of a set of its own (docs/retrieval-quality.md, nDCG@10):
+# * A paragraph (more than LONG_QUERY_WORDS word tokens; the fit's longest query has 41) is
+#   found by its many words, while the dense model reads only its head, averaged into one
+#   vector: the policy, far outside its features' range, gives it 0.3. Its share is at least
+#   LONG_QUERY_SHARE. Paragraph set dev 0.6702 → 0.6771 (0.5: 0.6727, 0.7: 0.6659).
+# * A question in words over prose (no identifier, path or pasted error; under PROSE_POOL of
+#   both legs' top-20 code) is what the dense model was trained for — questions and the
+#   passages that answer them — but the fit's questions ask about code, where the lexical leg
+#   matters: the policy gives it ~0.55. Its share is at most PROSE_QUESTION_SHARE. Docs-QA dev
+#   0.6920 → 0.7530 (0.1: 0.7357, 0.3: 0.7393).
+# Neither applies to a query of SciFact (claims of at most 41 words), CoSQA (its pools are
+# code) or the golden set's dev split, so the policy's fit sets are served as before.
+LONG_QUERY_WORDS = 64
+LONG_QUERY_SHARE = 0.6
+PROSE_QUESTION_SHARE = 0.2
+PROSE_POOL = 0.25
+
+
 def exact_words(values: Mapping[str, float]) -> bool:
     """Whether a query (its :func:`text_features` in ``values``) is made of exact words: mostly
     identifiers or paths, or a pasted error."""
     return bool(values["error_like"]) or values["identifier_share"] >= 0.5
 
 
-def lexical_share(model: FusionModel, values: Mapping[str, float]) -> float:
-    """The lexical leg's share for a query with ``values``: the model's, at least
-    :data:`EXACT_WORDS_SHARE` for a query of :func:`exact_words`."""
-    share = model.lexical_share(values)
-    return max(share, EXACT_WORDS_SHARE) if exact_words(values) else share
+def in_words(query: str, values: Mapping[str, float]) -> bool:
+    """Whether ``query`` is asked in words — a question or a task, with no identifier, path or
+    pasted error (``values``: its :func:`text_features`)."""
+    return (not values["identifier_share"] and not values["error_like"]
+            and bool(_QUESTION.search(query)))
+
+
+def share_bounds(values: Mapping[str, float], asked: bool = False
+                 ) -> tuple[float, float, str]:
+    """(least share, greatest share, the rule that set them, "" for none) for a query with
+    :func:`features` ``values``; ``asked``: it is :func:`in_words`."""
+    if exact_words(values):
+        return EXACT_WORDS_SHARE, 1.0, "exact_words"
+    if values["log_terms"] > math.log1p(LONG_QUERY_WORDS):
+        return LONG_QUERY_SHARE, 1.0, "paragraph"
+    if asked and values["code_share"] < PROSE_POOL:
+        return 0.0, PROSE_QUESTION_SHARE, "question_over_prose"
+    return 0.0, 1.0, ""
+
+
+def lexical_share(model: FusionModel, values: Mapping[str, float], asked: bool = False
+                  ) -> float:
+    """The lexical leg's share for a query with ``values``: the model's, within the query's
+    :func:`share_bounds` (``asked``: the query is :func:`in_words`)."""
+    low, high, _ = share_bounds(values, asked)
+    return min(max(model.lexical_share(values), low), high)
 
 
 def discount_for_tests(query: str) -> float:
@@ -270,16 +310,18 @@ def choose(query: str, legs: Mapping[str, Sequence[tuple[int, float]]],
     model = model or load()
     values = features(query, legs, namespaces)
     both = bool(legs.get("lexical") and legs.get("dense"))
+    words = in_words(query, values)
     if both:
-        share = lexical_share(model, values)
+        share, bounds = lexical_share(model, values, words), share_bounds(values, words)
     else:
-        share = 1.0 if legs.get("lexical") else 0.0
+        share, bounds = (1.0 if legs.get("lexical") else 0.0), (0.0, 1.0, "")
     asked = _asked_in_words(query, values)  # once: it decides both of the next
     evidence, parts = _FILE_EVIDENCE.get(asked, _NO_FILE_EVIDENCE)
     return share, {"model": model.version, "lexical_share": round(share, 4),
-                   # the least share the policy could give (a query of exact words, both legs
-                   # answering), 0 for none
-                   "lexical_floor": EXACT_WORDS_SHARE if both and exact_words(values) else 0.0,
+                   # the bounds the share was held within (both legs answering), and the rule
+                   # that set them ("" for none): share_bounds
+                   "lexical_floor": bounds[0], "lexical_ceiling": bounds[1],
+                   "share_rule": bounds[2],
                    "prose_discount": _PROSE_DISCOUNTS.get(asked, 0.0),
                    "test_discount": discount_for_tests(query),
                    "file_evidence": evidence, "file_evidence_parts": parts,

@@ -314,7 +314,16 @@ def test_the_trace_records_the_adaptive_choice_and_the_console_shows_it(api, cas
     assert "of the best score among the other candidates from its file" not in page
     # Identifiers only: the lexical leg counts at least the exact-words share, and says why.
     assert choice["lexical_floor"] == adaptive.EXACT_WORDS_SHARE and share >= 0.8
-    assert "counts at least <strong>80%</strong>" in page
+    assert "counts at least <strong>80%</strong>" in page and "counts at most" not in page
+    # A paragraph for a query: the lexical leg counts at least the long-query share.
+    paragraph = " ".join(["the rate limiter drops requests on burst while the bucket refills"]
+                         * 7)
+    trace_id = ask(api, paragraph, {"org_id": "acme", "repo_id": "web"}).json()["trace_id"]
+    parameters = api.get(f"/api/traces/{trace_id}").json()["parameters"]
+    assert parameters["adaptive"]["share_rule"] == "paragraph"
+    assert parameters["leg_weights"]["lexical"] >= adaptive.LONG_QUERY_SHARE
+    page = console.get(f"/traces/{trace_id}/").content.decode()
+    assert "counts at least <strong>60%</strong> for a query as long as a paragraph" in page
     # A "which module" question in words: prose counts less, in the fusion that ran too.
     trace_id = ask(api, "which module limits how often a client may ask?",
                    {"org_id": "acme", "repo_id": "web"}).json()["trace_id"]
@@ -325,6 +334,11 @@ def test_the_trace_records_the_adaptive_choice_and_the_console_shows_it(api, cas
     assert "prose counted <strong>40% less</strong>" in page
     assert parameters["adaptive"]["lexical_floor"] == 0.0 and "counts at least" not in page
     assert "test code counted <strong>30% less</strong>" in page
+    # This world is all prose: a question in words leans on the dense leg, and says why.
+    assert parameters["adaptive"]["share_rule"] == "question_over_prose"
+    assert parameters["adaptive"]["lexical_ceiling"] == adaptive.PROSE_QUESTION_SHARE
+    assert parameters["leg_weights"]["lexical"] <= adaptive.PROSE_QUESTION_SHARE
+    assert "counts at most <strong>20%</strong> for a question in words among prose" in page
     # ... and the best part of each file gains from the file's other parts.
     assert parameters["adaptive"]["file_evidence"] == parameters["file_evidence"] == \
         adaptive.FILE_EVIDENCE

@@ -110,6 +110,11 @@ def test_the_expected_share_and_a_missing_leg():
     assert adaptive.choose("x", {"lexical": LEGS["lexical"], "dense": []}, {})[0] == 1.0
 
 
+CODE = {pk: "code" for pk in (1, 2, 3, 4)}
+LEXICAL_ONLY = model_with([0.0] * (len(fusion_fit.GRID) - 1) + [50.0])  # the model says α 1
+DENSE_ONLY = model_with([50.0] + [0.0] * (len(fusion_fit.GRID) - 1))    # the model says α 0
+
+
 @pytest.mark.parametrize(("query", "floored"), [
     ("hash_token_secret", True),                      # an identifier
     ("contexts/retrieval/fuse.py", True),             # a path
@@ -119,19 +124,60 @@ def test_the_expected_share_and_a_missing_leg():
     ("where is hash_token_secret called from", False),  # words around one identifier
 ])
 def test_a_query_of_exact_words_gives_the_lexical_leg_at_least_its_floor(query, floored):
-    dense_only = model_with([50.0] + [0.0] * (len(fusion_fit.GRID) - 1))  # the model says α 0
-    share, info = adaptive.choose(query, LEGS, {}, dense_only)
+    dense_only = DENSE_ONLY
+    share, info = adaptive.choose(query, LEGS, CODE, dense_only)
     assert share == pytest.approx(adaptive.EXACT_WORDS_SHARE if floored else 0.0, abs=1e-9)
     assert info["lexical_floor"] == (adaptive.EXACT_WORDS_SHARE if floored else 0.0)
+    assert info["share_rule"] == ("exact_words" if floored else "")
     # A model that already leans lexical keeps its own share.
-    lexical_only = model_with([0.0] * (len(fusion_fit.GRID) - 1) + [50.0])
-    assert adaptive.choose(query, LEGS, {}, lexical_only)[0] == pytest.approx(1.0)
+    assert adaptive.choose(query, LEGS, CODE, LEXICAL_ONLY)[0] == pytest.approx(1.0)
     # The fit scores the model as it serves: with the floor.
-    values = adaptive.features(query, LEGS, {})
+    values = adaptive.features(query, LEGS, CODE)
     assert adaptive.lexical_share(dense_only, values) == pytest.approx(share)
     # With one leg missing the other gets it all, and no floor is claimed for the trace.
-    share, info = adaptive.choose(query, {"dense": LEGS["dense"]}, {}, dense_only)
-    assert share == 0.0 and info["lexical_floor"] == 0.0
+    share, info = adaptive.choose(query, {"dense": LEGS["dense"]}, CODE, dense_only)
+    assert share == 0.0 and info["lexical_floor"] == 0.0 and info["share_rule"] == ""
+
+
+PARAGRAPH = " ".join(["the", "trial", "measured", "how", "often", "patients", "recovered",
+                      "after", "treatment"] * 8)  # 72 words, no question
+
+
+@pytest.mark.parametrize(("query", "namespaces", "model", "share", "rule"), [
+    # A question or a task in words among prose: at most the ceiling, however the model leans.
+    ("how are agent tokens hashed?", {}, "lexical", adaptive.PROSE_QUESTION_SHARE,
+     "question_over_prose"),
+    ("how do I start the demo", {}, "lexical", adaptive.PROSE_QUESTION_SHARE,
+     "question_over_prose"),
+    # … and the model's own share when it leans further to the dense leg.
+    ("how are agent tokens hashed?", {}, "dense", 0.0, "question_over_prose"),
+    # Among code the model decides (the fit's questions were asked over code).
+    ("how are agent tokens hashed?", "code", "lexical", 1.0, ""),
+    # A claim is not a question; a question with an identifier is not in words.
+    ("agent tokens are hashed with sha256", {}, "lexical", 1.0, ""),
+    ("how is hash_token_secret called?", {}, "lexical", 1.0, ""),
+    # A paragraph: at least the long-query floor, among prose or code.
+    (PARAGRAPH, {}, "dense", adaptive.LONG_QUERY_SHARE, "paragraph"),
+    (PARAGRAPH, "code", "dense", adaptive.LONG_QUERY_SHARE, "paragraph"),
+    (PARAGRAPH, {}, "lexical", 1.0, "paragraph"),
+    (" ".join(PARAGRAPH.split()[:60]), {}, "dense", 0.0, ""),   # 60 words: a long sentence
+    # A long paragraph asked as a question is still a paragraph.
+    (PARAGRAPH + "?", {}, "dense", adaptive.LONG_QUERY_SHARE, "paragraph"),
+    # A pasted error, however long, keeps the exact-words floor.
+    (ERROR + "\n" + PARAGRAPH, {}, "dense", adaptive.EXACT_WORDS_SHARE, "exact_words"),
+])
+def test_queries_no_fit_set_holds_get_bounds_on_the_share(query, namespaces, model, share, rule):
+    namespaces = CODE if namespaces == "code" else namespaces
+    policy = LEXICAL_ONLY if model == "lexical" else DENSE_ONLY
+    got, info = adaptive.choose(query, LEGS, namespaces, policy)
+    assert got == pytest.approx(share, abs=1e-9) and info["share_rule"] == rule
+    low, high, _ = adaptive.share_bounds(adaptive.features(query, LEGS, namespaces),
+                                         adaptive.in_words(query, adaptive.text_features(query)))
+    assert (info["lexical_floor"], info["lexical_ceiling"]) == (low, high)
+    # The fit scores the model as it serves: within the same bounds, told the query's words.
+    values = adaptive.features(query, LEGS, namespaces)
+    assert adaptive.lexical_share(policy, values, adaptive.in_words(query, values)) == \
+        pytest.approx(got, abs=1e-9)
 
 
 @pytest.mark.parametrize(("query", "discount"), [
@@ -206,6 +252,22 @@ def test_the_fit_learns_which_share_wins_for_which_query():
     assert fusion_fit.score(model, data) > data.ndcg[:, 5].mean() + 0.3
     assert adaptive.FusionModel.from_json(json.loads(json.dumps(model.as_json()))) \
         .lexical_share(ident) == pytest.approx(model.lexical_share(ident))
+
+
+def test_the_fit_scores_a_question_over_prose_within_its_ceiling():
+    """fusion_fit.score serves the share as retrieval does: a question asked in words over
+    prose (its text read again from the cache, so ``asked`` holds) gets at most the ceiling."""
+    n = 10
+    rows = np.full((n, len(adaptive.FEATURES)), 0.0)
+    rows[:, adaptive.FEATURES.index("log_terms")] = 2.0
+    gains = np.array([[a for a in fusion_fit.GRID]] * n)   # the lexical leg wins
+    data = fusion_fit.Collected("qa:dev", [str(i) for i in range(n)], rows, gains, gains,
+                                [""] * n)
+    assert fusion_fit.score(LEXICAL_ONLY, data) == pytest.approx(1.0)
+    texts = {str(i): "how do I pin a fragment?" for i in range(n)}
+    asked = fusion_fit._with_text_features(data, texts)
+    assert asked.asked == [True] * n
+    assert fusion_fit.score(LEXICAL_ONLY, asked) == pytest.approx(adaptive.PROSE_QUESTION_SHARE)
 
 
 def test_the_fit_does_not_trade_a_dataset_away_below_its_best_fixed_share():
