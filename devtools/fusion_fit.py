@@ -62,12 +62,14 @@ class Collected:
 
     def as_json(self) -> dict:
         return {"name": self.name, "qids": self.qids, "features": self.features.tolist(),
-                "ndcg": self.ndcg.tolist(), "mrr": self.mrr.tolist(), "types": self.types}
+                "ndcg": self.ndcg.tolist(), "mrr": self.mrr.tolist(), "types": self.types,
+                "asked": self.asked}
 
     @classmethod
     def from_json(cls, data: dict) -> Collected:
         return cls(data["name"], data["qids"], np.array(data["features"]),
-                   np.array(data["ndcg"]), np.array(data["mrr"]), data["types"])
+                   np.array(data["ndcg"]), np.array(data["mrr"]), data["types"],
+                   data.get("asked", []))
 
 
 def _fused_order(legs: dict, share: float, namespaces: dict, tests: set[int],

@@ -137,9 +137,11 @@ EXACT_WORDS_SHARE = 0.8
 # * A paragraph (more than LONG_QUERY_WORDS word tokens; the fit's longest query has 41) is
 #   found by its many words, while the dense model reads only its head, averaged into one
 #   vector: the policy, far outside its features' range, gives it 0.3. Its share is at least
-#   LONG_QUERY_SHARE. Paragraph set dev 0.6702 → 0.6771 (0.5: 0.6727, 0.7: 0.6659).
-# * A question in words over prose (no identifier, path or pasted error; under PROSE_POOL of
-#   both legs' top-20 code) is what the dense model was trained for — questions and the
+#   LONG_QUERY_SHARE. Paragraph set dev 0.6702 → 0.6771 (0.5: 0.6727, 0.7: 0.6659). A
+#   question that long counts as a paragraph (no set measures one).
+# * A question in words over prose (in_words: no pasted error, no snake_case, dotted name,
+#   path or number; under PROSE_POOL of both legs' top-20 code) is what the dense model was
+#   trained for — questions and the
 #   passages that answer them — but the fit's questions ask about code, where the lexical leg
 #   matters: the policy gives it ~0.55. Its share is at most PROSE_QUESTION_SHARE. Docs-QA dev
 #   0.6920 → 0.7530 (0.1: 0.7357, 0.3: 0.7393).
@@ -157,11 +159,24 @@ def exact_words(values: Mapping[str, float]) -> bool:
     return bool(values["error_like"]) or values["identifier_share"] >= 0.5
 
 
+_DIGIT = re.compile(r"\d")
+
+
+def _exact_token(token: str) -> bool:
+    """A token only its exact spelling finds: snake_case, a dotted name, a path or a module, a
+    number. A capitalised name is a word here (GitHub, PostgreSQL, APIs), though
+    :func:`text_features` counts it as an identifier: a product's name in a question asked
+    among prose is no reason to lean on the lexical leg."""
+    token = token.strip(".:,;-?!")
+    return bool(_SNAKE.search(token) or _DOTTED.search(token) or _PATH.search(token)
+                or _MODULE.match(token) or _DIGIT.search(token))
+
+
 def in_words(query: str, values: Mapping[str, float]) -> bool:
-    """Whether ``query`` is asked in words — a question or a task, with no identifier, path or
-    pasted error (``values``: its :func:`text_features`)."""
-    return (not values["identifier_share"] and not values["error_like"]
-            and bool(_QUESTION.search(query)))
+    """Whether ``query`` is asked in words: a question (or a "how do I" task) with no pasted
+    error (``values``: its :func:`text_features`) and no token of :func:`_exact_token`."""
+    return (not values["error_like"] and bool(_QUESTION.search(query))
+            and not any(_exact_token(token) for token in _WORD.findall(query)))
 
 
 def share_bounds(values: Mapping[str, float], asked: bool = False
@@ -182,7 +197,9 @@ def lexical_share(model: FusionModel, values: Mapping[str, float], asked: bool =
     """The lexical leg's share for a query with ``values``: the model's, within the query's
     :func:`share_bounds` (``asked``: the query is :func:`in_words`)."""
     low, high, _ = share_bounds(values, asked)
-    return min(max(model.lexical_share(values), low), high)
+    # Clamped this way round, a share that is not a number (a broken vector's NaN score in
+    # the features) becomes a bound, not NaN.
+    return max(low, min(high, model.lexical_share(values)))
 
 
 def discount_for_tests(query: str) -> float:

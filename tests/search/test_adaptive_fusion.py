@@ -174,10 +174,45 @@ def test_queries_no_fit_set_holds_get_bounds_on_the_share(query, namespaces, mod
     low, high, _ = adaptive.share_bounds(adaptive.features(query, LEGS, namespaces),
                                          adaptive.in_words(query, adaptive.text_features(query)))
     assert (info["lexical_floor"], info["lexical_ceiling"]) == (low, high)
-    # The fit scores the model as it serves: within the same bounds, told the query's words.
-    values = adaptive.features(query, LEGS, namespaces)
-    assert adaptive.lexical_share(policy, values, adaptive.in_words(query, values)) == \
-        pytest.approx(got, abs=1e-9)
+    assert low <= got <= high
+
+
+def words(n: int) -> str:
+    return " ".join((PARAGRAPH.split() * 2)[:n])
+
+
+@pytest.mark.parametrize(("query", "rule"), [
+    (words(adaptive.LONG_QUERY_WORDS), ""),
+    (words(adaptive.LONG_QUERY_WORDS + 1), "paragraph"),
+    # Names are words; snake_case, a path and a number are exact words.
+    ("how do I list the APIs on GitHub?", "question_over_prose"),
+    ("how does PostgreSQL store OAuth secrets?", "question_over_prose"),
+    ("why do I get a 429?", ""),
+    ("where is hash_token_secret explained?", ""),
+    ("what does docs/api.md say about tokens?", ""),
+    # An order, not a question.
+    ("explain how agent tokens are hashed", ""),
+])
+def test_where_each_bound_starts(query, rule):
+    assert adaptive.choose(query, LEGS, {}, DENSE_ONLY)[1]["share_rule"] == rule
+
+
+@pytest.mark.parametrize(("code", "bounded"), [(0, True), (1, True), (2, False)])
+def test_a_pool_is_prose_under_a_quarter_code(code, bounded):
+    """Eight fragments in both legs' top 20: one is 12.5 % code (prose), two are 25 %."""
+    legs = {"lexical": [(pk, 10.0 - pk) for pk in range(1, 9)],
+            "dense": [(pk, 0.9 - pk / 100) for pk in range(1, 9)]}
+    namespaces = {pk: "code" if pk <= code else "prose" for pk in range(1, 9)}
+    share, info = adaptive.choose("how are agent tokens hashed?", legs, namespaces,
+                                  LEXICAL_ONLY)
+    assert info["features"]["code_share"] == code / 8
+    assert share == (adaptive.PROSE_QUESTION_SHARE if bounded else pytest.approx(1.0))
+
+
+def test_a_share_that_is_not_a_number_becomes_a_bound():
+    broken = model_with([float("nan")] * len(fusion_fit.GRID))
+    values = adaptive.features("how are agent tokens hashed?", LEGS, {})
+    assert adaptive.lexical_share(broken, values, True) == adaptive.PROSE_QUESTION_SHARE
 
 
 @pytest.mark.parametrize(("query", "discount"), [
