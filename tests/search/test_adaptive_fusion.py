@@ -116,18 +116,21 @@ DENSE_ONLY = model_with([50.0] + [0.0] * (len(fusion_fit.GRID) - 1))    # the mo
 
 
 @pytest.mark.parametrize(("query", "floored"), [
-    ("hash_token_secret", True),                      # an identifier
-    ("contexts/retrieval/fuse.py", True),             # a path
-    ("QuerySet.bulk_create sha256", True),            # half identifiers
-    (ERROR, True),                                    # a pasted error
-    ("how are agent tokens hashed?", False),          # words
-    ("where is hash_token_secret called from", False),  # words around one identifier
+    ("hash_token_secret", "identifiers"),             # an identifier
+    ("contexts/retrieval/fuse.py", "identifiers"),    # a path
+    ("QuerySet.bulk_create sha256", "identifiers"),   # half identifiers
+    (ERROR, "error"),                                 # a pasted error
+    ("KeyError: 'fragment_id'", "error"),             # an error of identifiers: an error
+    ("how are agent tokens hashed?", ""),             # words
+    ("where is hash_token_secret called from", ""),   # words around one identifier
 ])
 def test_a_query_of_exact_words_gives_the_lexical_leg_at_least_its_floor(query, floored):
     dense_only = DENSE_ONLY
     share, info = adaptive.choose(query, LEGS, CODE, dense_only)
-    assert share == pytest.approx(adaptive.EXACT_WORDS_SHARE if floored else 0.0, abs=1e-9)
-    assert info["lexical_floor"] == (adaptive.EXACT_WORDS_SHARE if floored else 0.0)
+    floor = {"": 0.0, "error": adaptive.PASTED_ERROR_SHARE,
+             "identifiers": adaptive.IDENTIFIER_SHARE}[floored]
+    assert share == pytest.approx(floor, abs=1e-9)
+    assert info["lexical_floor"] == floor
     assert info["share_rule"] == ("exact_words" if floored else "")
     # A model that already leans lexical keeps its own share.
     assert adaptive.choose(query, LEGS, CODE, LEXICAL_ONLY)[0] == pytest.approx(1.0)
@@ -164,7 +167,7 @@ PARAGRAPH = " ".join(["the", "trial", "measured", "how", "often", "patients", "r
     # A long paragraph asked as a question is still a paragraph.
     (PARAGRAPH + "?", {}, "dense", adaptive.LONG_QUERY_SHARE, "paragraph"),
     # A pasted error, however long, keeps the exact-words floor.
-    (ERROR + "\n" + PARAGRAPH, {}, "dense", adaptive.EXACT_WORDS_SHARE, "exact_words"),
+    (ERROR + "\n" + PARAGRAPH, {}, "dense", adaptive.PASTED_ERROR_SHARE, "exact_words"),
 ])
 def test_queries_no_fit_set_holds_get_bounds_on_the_share(query, namespaces, model, share, rule):
     namespaces = CODE if namespaces == "code" else namespaces
