@@ -173,7 +173,9 @@ def _exact_token(token: str) -> bool:
 
 def in_words(query: str, values: Mapping[str, float]) -> bool:
     """Whether ``query`` is asked in words: a question (or a "how do I" task) with no pasted
-    error (``values``: its :func:`text_features`) and no token of :func:`_exact_token`."""
+    error (``values``: its :func:`text_features`) and no token of :func:`_exact_token`. Broader
+    than :func:`_asked_in_words`, which a capitalised name also excludes: beside code such a
+    name is likely a class's, among prose a product's."""
     return (not values["error_like"] and bool(_QUESTION.search(query))
             and not any(_exact_token(token) for token in _WORD.findall(query)))
 
