@@ -313,8 +313,8 @@ def test_the_trace_records_the_adaptive_choice_and_the_console_shows_it(api, cas
     assert choice["file_evidence"] == parameters["file_evidence"] == 0.0
     assert "of the best score among the other candidates from its file" not in page
     # Identifiers only: the lexical leg counts at least the exact-words share, and says why.
-    assert choice["lexical_floor"] == adaptive.IDENTIFIER_SHARE and share >= 0.95
-    assert "counts at least <strong>95%</strong>" in page and "counts at most" not in page
+    assert choice["lexical_floor"] == adaptive.EXACT_WORDS_SHARE and share >= 0.8
+    assert "counts at least <strong>80%</strong>" in page and "counts at most" not in page
     # A paragraph for a query: the lexical leg counts at least the long-query share.
     paragraph = " ".join(["the rate limiter drops requests on burst while the bucket refills"]
                          * 7)

@@ -127,8 +127,7 @@ DENSE_ONLY = model_with([50.0] + [0.0] * (len(fusion_fit.GRID) - 1))    # the mo
 def test_a_query_of_exact_words_gives_the_lexical_leg_at_least_its_floor(query, floored):
     dense_only = DENSE_ONLY
     share, info = adaptive.choose(query, LEGS, CODE, dense_only)
-    floor = {"": 0.0, "error": adaptive.PASTED_ERROR_SHARE,
-             "identifiers": adaptive.IDENTIFIER_SHARE}[floored]
+    floor = adaptive.EXACT_WORDS_SHARE if floored else 0.0
     assert share == pytest.approx(floor, abs=1e-9)
     assert info["lexical_floor"] == floor
     assert info["share_rule"] == ("exact_words" if floored else "")
@@ -167,7 +166,7 @@ PARAGRAPH = " ".join(["the", "trial", "measured", "how", "often", "patients", "r
     # A long paragraph asked as a question is still a paragraph.
     (PARAGRAPH + "?", {}, "dense", adaptive.LONG_QUERY_SHARE, "paragraph"),
     # A pasted error, however long, keeps the exact-words floor.
-    (ERROR + "\n" + PARAGRAPH, {}, "dense", adaptive.PASTED_ERROR_SHARE, "exact_words"),
+    (ERROR + "\n" + PARAGRAPH, {}, "dense", adaptive.EXACT_WORDS_SHARE, "exact_words"),
 ])
 def test_queries_no_fit_set_holds_get_bounds_on_the_share(query, namespaces, model, share, rule):
     namespaces = CODE if namespaces == "code" else namespaces
