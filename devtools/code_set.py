@@ -4,10 +4,14 @@ Retrieval is judged on source trees this repository never saw; this builds such 
 Python package installed here, so a bound or a weight chosen on the golden set can be tried on
 code it was not chosen on:
 
-- **identifiers** — the name of a function or class defined once in the tree (at top level or in
-  a top-level class), six characters or longer, not a dunder; its label is that definition;
-- **pasted errors** — ``raise Name("a literal message")`` of 3–30 words, asked as
-  ``Name: message`` the way a log prints it; its label is the function that raises it.
+- **identifiers** — the name of a function or class defined at top level or in a top-level
+  class (what a label can name), six characters or longer, not a dunder, and defined nowhere
+  else in the tree (nested definitions counted); its label is that definition. Some are plain
+  words (``Response``), as agents ask them;
+- **pasted errors** — ``raise Name("a literal message")`` of 3–30 words, raised nowhere else
+  in the tree, asked as ``Name: message`` the way a log prints it; its label is the
+  definition around the raise (a nested function's raise: the function around it), and a raise
+  inside a name defined twice in its file (an ``@overload``, a property's setter) is not asked.
 
 At most ``per_type`` of each, sampled with a fixed seed. The tree's ``.py`` files are copied
 under ``OUT/src`` (labels stay true if the package is upgraded) with a ``source.txt`` that
@@ -26,12 +30,14 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from contexts.evaluation.labels import python_definition_spans
-
 PER_TYPE = 40
 SEED = 41
 MIN_NAME = 6
 MESSAGE_WORDS = (3, 30)
+
+
+class CodeSetError(ValueError):
+    """The package or the output directory cannot be used (the message says why)."""
 
 
 @dataclass(frozen=True)
@@ -42,10 +48,29 @@ class Query:
     label: str  # path#Qualified.name
 
 
-def _raised_messages(text: str) -> list[tuple[int, str]]:
+def _definitions(tree: ast.Module) -> list[tuple[str, int, int]]:
+    """(qualified name, first line, last line) of every definition a label can name — at top
+    level and inside classes, as the code chunker cuts them — duplicates kept (an ``@overload``,
+    a property's setter)."""
+    found: list[tuple[str, int, int]] = []
+
+    def visit(body: list[ast.stmt], prefix: str) -> None:
+        for node in body:
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                name = f"{prefix}{node.name}"
+                found.append((name, node.lineno, node.end_lineno or node.lineno))
+                if isinstance(node, ast.ClassDef):
+                    visit(node.body, name + ".")
+
+    visit(tree.body, "")
+    return found
+
+
+def _raised_messages(tree: ast.Module) -> list[tuple[int, str]]:
     """(line, "Name: message") of every ``raise Name("literal")`` whose message fits."""
     found = []
-    for node in ast.walk(ast.parse(text)):
+    low, high = MESSAGE_WORDS
+    for node in ast.walk(tree):
         if not (isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call)):
             continue
         call = node.exc
@@ -55,43 +80,49 @@ def _raised_messages(text: str) -> list[tuple[int, str]]:
                 and isinstance(call.args[0].value, str)):
             continue
         message = call.args[0].value.strip()
-        low, high = MESSAGE_WORDS
         if "\n" not in message and low <= len(message.split()) <= high:
             found.append((node.lineno, f"{name}: {message}"))
     return found
 
 
-def _innermost(spans: dict[str, tuple[int, int]], line: int) -> str | None:
-    """The innermost definition around ``line``."""
-    inside = [(end - start, name) for name, (start, end) in spans.items() if start <= line <= end]
-    return min(inside)[1] if inside else None
+def _innermost(definitions: list[tuple[str, int, int]], line: int) -> str | None:
+    """The innermost definition around ``line``; None outside any, or when its name is
+    defined twice in the file (which of them raised would be a guess)."""
+    inside = [(end - start, name) for name, start, end in definitions if start <= line <= end]
+    if not inside:
+        return None
+    name = min(inside)[1]
+    return name if sum(1 for other, _, _ in definitions if other == name) == 1 else None
 
 
 def queries(files: dict[str, str], *, per_type: int = PER_TYPE, seed: int = SEED) -> list[Query]:
-    """The set's queries over ``files`` (path → source text)."""
-    names: Counter[str] = Counter()
-    defined: dict[str, str] = {}
-    errors: dict[str, str] = {}  # text → label, first raise of each message
+    """The set's queries over ``files`` (path → source text). A name or a message that occurs
+    twice anywhere in the tree is not asked: its answer would be ambiguous."""
+    names: Counter[str] = Counter()    # every definition's name, at any depth
+    defined: dict[str, str] = {}       # name → label, for those a label can name
+    raised: Counter[str] = Counter()   # every fitting message, at every raise
+    errors: dict[str, str] = {}        # message → label
     for path in sorted(files):
         try:
-            raised = _raised_messages(files[path])
+            tree = ast.parse(files[path])
         except (SyntaxError, ValueError):
             continue
-        spans = python_definition_spans(files[path])
-        for qualified in spans:
+        names.update(node.name for node in ast.walk(tree)
+                     if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef))
+        definitions = _definitions(tree)
+        for qualified, _, _ in definitions:
             if qualified.count(".") <= 1:  # top level, or in a top-level class
-                name = qualified.rsplit(".", 1)[-1]
-                names[name] += 1
-                defined[name] = f"{path}#{qualified}"
-        for line, text in raised:
-            enclosing = _innermost(spans, line)
+                defined[qualified.rsplit(".", 1)[-1]] = f"{path}#{qualified}"
+        for line, text in _raised_messages(tree):
+            raised[text] += 1
+            enclosing = _innermost(definitions, line)
             if enclosing:
                 errors.setdefault(text, f"{path}#{enclosing}")
     rng = random.Random(seed)
-    ids = sorted(name for name, n in names.items()
-                 if n == 1 and len(name) >= MIN_NAME and not name.startswith("__"))
+    ids = sorted(name for name in defined
+                 if names[name] == 1 and len(name) >= MIN_NAME and not name.startswith("__"))
     rng.shuffle(ids)
-    messages = sorted(errors)
+    messages = sorted(text for text in errors if raised[text] == 1)
     rng.shuffle(messages)
     return ([Query(f"id{i:03}", name, "id", defined[name])
              for i, name in enumerate(ids[:per_type])]
@@ -99,21 +130,36 @@ def queries(files: dict[str, str], *, per_type: int = PER_TYPE, seed: int = SEED
                for i, text in enumerate(messages[:per_type])])
 
 
+def _sources(package: Path) -> dict[Path, str]:
+    """The package's ``.py`` files (a module: itself) → their path under ``src``."""
+    if package.is_file():
+        if package.suffix != ".py":
+            raise CodeSetError(f"{package}: not a Python file")
+        return {package: package.name}
+    found = {file: file.relative_to(package.parent).as_posix()
+             for file in sorted(package.rglob("*.py"))
+             if file.is_file() and "__pycache__" not in file.parts}
+    if not found:
+        raise CodeSetError(f"{package}: no .py files")
+    return found
+
+
 def derive(package: Path, out: Path, *, per_type: int = PER_TYPE, seed: int = SEED) -> list[Query]:
-    """Write the set for the package directory ``package`` into ``out``; returns its queries."""
-    package, out = Path(package), Path(out)
-    src = out / "src" / package.name
-    if src.exists():
-        shutil.rmtree(src)
+    """Write the set for ``package`` (a package directory or a module file) into ``out``, which
+    must be new or empty and apart from the package; returns its queries."""
+    package, out = Path(package).resolve(), Path(out).resolve()
+    if out == package or package in out.parents or out in package.parents:
+        raise CodeSetError(f"{out}: overlaps {package}; choose a directory apart from it")
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise CodeSetError(f"{out}: exists and is not empty")
+    sources = _sources(package)
     files: dict[str, str] = {}
-    for file in sorted(package.rglob("*.py")):
-        if "__pycache__" in file.parts:
-            continue
-        relative = file.relative_to(package.parent).as_posix()
+    for file, relative in sources.items():
         target = out / "src" / relative
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(file, target)
-        files[relative] = file.read_text(encoding="utf-8", errors="replace")
+        # utf-8-sig: a byte-order mark is not Python (ingestion drops it too)
+        files[relative] = file.read_text(encoding="utf-8-sig", errors="replace")
     found = queries(files, per_type=per_type, seed=seed)
     (out / "source.txt").write_text(f"# {package.name}: manage.py derive_code_set\n"
                                     "root: src\ninclude: /**/*.py\n", encoding="utf-8")

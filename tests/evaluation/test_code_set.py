@@ -11,7 +11,6 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from contexts.evaluation import dataset as datasets
-from contexts.evaluation.labels import Label, SourceTree
 from devtools import code_set
 
 CORE = textwrap.dedent('''\
@@ -31,6 +30,14 @@ CORE = textwrap.dedent('''\
         def __repr__(self):
             return "Ledger()"
 
+        @property
+        def balance_due(self):
+            return 0
+
+        @balance_due.setter
+        def balance_due(self, value):
+            raise AttributeError("the balance due is computed, not set")
+
 
     def aid():
         raise RuntimeError("too short")
@@ -38,8 +45,22 @@ CORE = textwrap.dedent('''\
 
     def shared_name(key):
         raise KeyError(key)
+
+
+    def first_caller():
+        raise ValueError("the same words raised twice")
+
+
+    def second_caller():
+        def nested_twin():
+            pass
+        raise ValueError("the same words raised twice")
+
+
+    raise ImportError("a module that refuses to load at all")
     ''')
-OTHER = "def shared_name():\n    return 1\n"
+OTHER = "def shared_name():\n    return 1\n\n\ndef nested_twin():\n    return 2\n"
+BOM = "\ufeffdef bom_marked_function():\n    return 3\n"
 
 
 @pytest.fixture
@@ -49,11 +70,12 @@ def package(tmp_path: Path) -> Path:
     (root / "__init__.py").write_text("from .core import compute_total\n")
     (root / "core.py").write_text(CORE)
     (root / "other.py").write_text(OTHER)
+    (root / "bom.py").write_text(BOM, encoding="utf-8")
     (root / "broken.py").write_text("def broken(:\n")
     return root
 
 
-def test_the_set_asks_for_names_defined_once_and_messages_raised_with_words(package, tmp_path):
+def test_the_set_asks_for_what_has_one_answer(package, tmp_path):
     out = tmp_path / "set"
     found = code_set.derive(package, out)
     asked = {(q.kind, q.text): q.label for q in found}
@@ -61,21 +83,39 @@ def test_the_set_asks_for_names_defined_once_and_messages_raised_with_words(pack
         ("id", "compute_total"): "pkg/core.py#compute_total",
         ("id", "Ledger"): "pkg/core.py#Ledger",
         ("id", "record_entry"): "pkg/core.py#Ledger.record_entry",
+        ("id", "first_caller"): "pkg/core.py#first_caller",
+        ("id", "second_caller"): "pkg/core.py#second_caller",
+        ("id", "bom_marked_function"): "pkg/bom.py#bom_marked_function",
         ("error", "ValueError: no items were given to total"): "pkg/core.py#compute_total",
         ("error", "LedgerError: the ledger is closed for writing"):
             "pkg/core.py#Ledger.record_entry",
-    }  # not: a short name, a dunder, a name defined twice, a short or computed message
+    }  # not: a short name, a dunder, a name defined twice (nested, or a property and its
+    #      setter), a short or computed
+    #      message, one raised twice, one raised at module level or inside a setter
     # The dataset reader takes it, typed, with the labels on dev only.
     data = datasets.load(out, "dev")
     assert data.manifest is not None and set(data.queries) == {q.qid for q in found}
     assert {data.query_types[q.qid] for q in found} == {"id", "error"}
-    assert not (out / "qrels" / "test.tsv").exists()
-    # Every label names a definition of the copied tree.
-    files = {p.relative_to(out / "src").as_posix(): p.read_bytes()
-             for p in (out / "src").rglob("*.py")}
-    assert set(files) == {"pkg/__init__.py", "pkg/core.py", "pkg/other.py", "pkg/broken.py"}
-    tree = SourceTree(files)
-    assert all(tree.resolves(Label.parse(q.label)) for q in found)
+    assert sorted(p.name for p in (out / "qrels").iterdir()) == ["dev.tsv"]
+    files = {p.relative_to(out / "src").as_posix() for p in (out / "src").rglob("*.py")}
+    assert files == {"pkg/__init__.py", "pkg/core.py", "pkg/other.py", "pkg/bom.py",
+                     "pkg/broken.py"}
+
+
+def test_the_output_is_new_and_apart_from_the_package(package, tmp_path):
+    (tmp_path / "used").mkdir()
+    (tmp_path / "used" / "keep.txt").write_text("mine")
+    for out, why in ((tmp_path / "used", "not empty"), (package, "overlaps"),
+                     (package / "sub", "overlaps"), (tmp_path, "overlaps")):
+        with pytest.raises(code_set.CodeSetError, match=why):
+            code_set.derive(package, out)
+    assert (tmp_path / "used" / "keep.txt").read_text() == "mine"
+    assert (package / "core.py").read_text() == CORE
+    with pytest.raises(code_set.CodeSetError, match="no .py files"):
+        code_set.derive(tmp_path / "used", tmp_path / "empty-set")
+    # A module alone is a tree of one file.
+    found = code_set.derive(package / "core.py", tmp_path / "module-set")
+    assert {q.label for q in found} >= {"core.py#compute_total"}
 
 
 def test_a_sample_is_fixed_by_its_seed(package, tmp_path):
@@ -90,7 +130,11 @@ def test_the_command_finds_a_package_by_name_and_refuses_what_it_cannot_use(tmp_
     lines = (tmp_path / "json-set" / "queries.jsonl").read_text().splitlines()
     assert lines and all(json.loads(line)["metadata"]["type"] in {"id", "error"}
                          for line in lines)
-    with pytest.raises(CommandError, match="neither a directory nor an installed package"):
-        call_command("derive_code_set", "no_such_package_here", str(tmp_path / "x"))
-    with pytest.raises(CommandError, match="--per-type must be at least 1"):
-        call_command("derive_code_set", "json", str(tmp_path / "y"), "--per-type", "0")
+    call_command("derive_code_set", "textwrap", str(tmp_path / "module-set"))  # one module
+    assert (tmp_path / "module-set" / "src" / "textwrap.py").is_file()
+    for args, why in ((["no_such_package_here", "x"], "not an installed package or module"),
+                      (["./no/such/dir", "y"], "no such file or directory"),
+                      (["json", "json-set"], "not empty"),
+                      (["json", "z", "--per-type", "0"], "--per-type must be at least 1")):
+        with pytest.raises(CommandError, match=why):
+            call_command("derive_code_set", args[0], str(tmp_path / args[1]), *args[2:])

@@ -13,17 +13,29 @@ from django.core.management.base import BaseCommand, CommandError
 from devtools import code_set
 
 
-def package_dir(package: str) -> Path:
-    """A directory, or the directory of an importable package's name."""
-    if Path(package).is_dir():
-        return Path(package)
+def package_path(package: str) -> Path:
+    """A path (it holds a ``/`` or starts with ``.``), else an importable package's or
+    module's file or directory (a dotted name imports its parents to find it)."""
+    if "/" in package or package.startswith("."):
+        path = Path(package)
+        if not path.exists():
+            raise CommandError(f"{package}: no such file or directory")
+        return path
     try:
         spec = importlib.util.find_spec(package)
-    except (ImportError, ValueError):
-        spec = None
-    if spec is None or not spec.submodule_search_locations:
-        raise CommandError(f"{package}: neither a directory nor an installed package")
-    return Path(next(iter(spec.submodule_search_locations)))
+    except Exception as exc:  # noqa: BLE001 - a parent package that fails on import
+        raise CommandError(f"{package}: cannot be found ({type(exc).__name__}: {exc})") from exc
+    if spec is None:
+        raise CommandError(f"{package}: not an installed package or module")
+    locations = list(spec.submodule_search_locations or ())
+    if len(locations) > 1:
+        raise CommandError(f"{package}: a namespace package in {len(locations)} places; "
+                           "pass one of them as a path")
+    if locations:
+        return Path(locations[0])
+    if spec.origin and spec.origin.endswith(".py"):
+        return Path(spec.origin)
+    raise CommandError(f"{package}: has no Python source ({spec.origin})")
 
 
 class Command(BaseCommand):
@@ -31,8 +43,8 @@ class Command(BaseCommand):
     requires_system_checks: list[str] = []
 
     def add_arguments(self, parser) -> None:
-        parser.add_argument("package", help="an installed package's name, or a directory")
-        parser.add_argument("out", help="directory to write (created)")
+        parser.add_argument("package", help="an installed package's or module's name, or a path")
+        parser.add_argument("out", help="directory to write: new or empty, apart from the package")
         parser.add_argument("--per-type", type=int, default=code_set.PER_TYPE)
         parser.add_argument("--seed", type=int, default=code_set.SEED)
 
@@ -40,7 +52,11 @@ class Command(BaseCommand):
                **options) -> None:
         if per_type < 1:
             raise CommandError(f"--per-type must be at least 1, not {per_type}")
-        found = code_set.derive(package_dir(package), Path(out), per_type=per_type, seed=seed)
+        try:
+            found = code_set.derive(package_path(package), Path(out), per_type=per_type,
+                                    seed=seed)
+        except code_set.CodeSetError as exc:
+            raise CommandError(str(exc)) from exc
         kinds = Counter(query.kind for query in found)
         self.stdout.write(f"{out}: {kinds['id']} identifiers, {kinds['error']} pasted errors "
                           f"(score with: manage.py eval {out} --split dev)")
