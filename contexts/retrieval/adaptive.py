@@ -146,10 +146,9 @@ EXACT_WORDS_SHARE = 0.8
 #   question that long counts as a paragraph (no set measures one).
 # * A question in words over prose (in_words: no pasted error, no snake_case, dotted name,
 #   path or number; under PROSE_POOL of both legs' top-20 code) is what the dense model was
-#   trained for — questions and the
-#   passages that answer them — but the fit's questions ask about code, where the lexical leg
-#   matters: the policy gives it ~0.55. Its share is at most PROSE_QUESTION_SHARE. Docs-QA dev
-#   0.6920 → 0.7530 (0.1: 0.7357, 0.3: 0.7393).
+#   trained for — questions and the passages that answer them — but the fit's questions ask
+#   about code, where the lexical leg matters: the policy gives it ~0.55. Its share is at most
+#   PROSE_QUESTION_SHARE. Docs-QA dev 0.6920 → 0.7530 (0.1: 0.7357, 0.3: 0.7393).
 # Neither applies to a query of SciFact (claims of at most 41 words), CoSQA (its pools are
 # code) or the golden set's dev split, so the policy's fit sets are served as before.
 LONG_QUERY_WORDS = 64
