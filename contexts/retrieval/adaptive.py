@@ -197,10 +197,14 @@ def lexical_share(model: FusionModel, values: Mapping[str, float], asked: bool =
                   ) -> float:
     """The lexical leg's share for a query with ``values``: the model's, within the query's
     :func:`share_bounds` (``asked``: the query is :func:`in_words`)."""
-    low, high, _ = share_bounds(values, asked)
+    return _within(model.lexical_share(values), share_bounds(values, asked))
+
+
+def _within(share: float, bounds: tuple[float, float, str]) -> float:
     # Clamped this way round, a share that is not a number (a broken vector's NaN score in
     # the features) becomes a bound, not NaN.
-    return max(low, min(high, model.lexical_share(values)))
+    low, high, _ = bounds
+    return max(low, min(high, share))
 
 
 def discount_for_tests(query: str) -> float:
@@ -328,9 +332,9 @@ def choose(query: str, legs: Mapping[str, Sequence[tuple[int, float]]],
     model = model or load()
     values = features(query, legs, namespaces)
     both = bool(legs.get("lexical") and legs.get("dense"))
-    words = in_words(query, values)
-    if both:
-        share, bounds = lexical_share(model, values, words), share_bounds(values, words)
+    if both:  # the bounds once, for the share and for the trace
+        bounds = share_bounds(values, in_words(query, values))
+        share = _within(model.lexical_share(values), bounds)
     else:
         share, bounds = (1.0 if legs.get("lexical") else 0.0), (0.0, 1.0, "")
     asked = _asked_in_words(query, values)  # once: it decides both of the next
