@@ -2,9 +2,9 @@
 inside the query (a constant-score term set), so a fragment outside the scopes is never
 scored.
 
-:class:`LexicalLeg` runs tantivy in a worker thread from the start of the request; collecting
-it reads its hits' rows — with the pins', in the same statement — while the query vector is
-still on its way.
+:class:`LexicalLeg` runs tantivy as the request starts, in the request's thread, while the query
+encoder's process computes the query vector; collecting it reads its hits' rows — with the
+pins', in the same statement — while that vector may still be on its way.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Collection
-from concurrent.futures import Future, ThreadPoolExecutor
 
 from django.conf import settings
 
@@ -30,11 +29,6 @@ from contexts.retrieval.types import RetrievalRequest
 
 logger = logging.getLogger(__name__)
 
-# tantivy releases the GIL while it searches; the database reads need the request thread's
-# connection and its RLS transaction, so they stay there.
-_pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="lexical")
-
-
 def search(org_id: int, query: str, scope_ids: Collection[int],
            limit: int) -> list[tuple[str, float]]:
     """Ranked ``(public_id, bm25)``; only active fragments are in the index."""
@@ -48,24 +42,27 @@ def _ms(started: float) -> float:
     return round((time.perf_counter() - started) * 1000, 2)
 
 
-def _timed_search(request: RetrievalRequest) -> tuple[list[tuple[str, float]], float]:
-    started = time.perf_counter()
-    hits = search(request.org_id, request.query, request.scope_ids, request.k_lexical)
-    return hits, _ms(started)
-
-
 class LexicalLeg:
     """The lexical leg (:class:`contexts.retrieval.legs.Leg`)."""
 
     name = "lexical"
 
     def start(self, request: RetrievalRequest) -> PendingLexical:
-        future = _pool.submit(_timed_search, request)
-        # Read while tantivy searches, before the row-level-security block: how far this
-        # node's index is behind the organization's change feed, and whether it is being
-        # rebuilt (checked again once the search is done: a rebuild may start meanwhile).
-        return PendingLexical(request, future, index_freshness(request.org_id),
-                              rebuilding=follower.rebuilding(request.org_id))
+        # Before the search: how far this node's index is behind the organization's change
+        # feed, and whether it is being rebuilt (checked again once the search is done: a
+        # rebuild may start meanwhile).
+        freshness = index_freshness(request.org_id)
+        rebuilding = follower.rebuilding(request.org_id)
+        # Here, not in a worker thread: the dense leg started first, so the search (~3 ms)
+        # runs while the encoder process computes the query vector (~10 ms), and a hand-off
+        # to a thread and back cost each request more CPU than the overlap it bought.
+        started = time.perf_counter()
+        try:
+            hits = search(request.org_id, request.query, request.scope_ids, request.k_lexical)
+        except Exception as exc:  # noqa: BLE001 - raised by collect(), which answers for it
+            return PendingLexical(request, [], _ms(started), freshness, rebuilding=rebuilding,
+                                  failure=exc)
+        return PendingLexical(request, hits, _ms(started), freshness, rebuilding=rebuilding)
 
 
 def index_freshness(org_id: int) -> dict | None:
@@ -78,13 +75,15 @@ def index_freshness(org_id: int) -> dict | None:
 
 
 class PendingLexical:
-    def __init__(self, request: RetrievalRequest,
-                 future: Future[tuple[list[tuple[str, float]], float]],
-                 freshness: dict | None = None, *, rebuilding: bool = False) -> None:
+    def __init__(self, request: RetrievalRequest, hits: list[tuple[str, float]],
+                 searched_ms: float, freshness: dict | None = None, *,
+                 rebuilding: bool = False, failure: Exception | None = None) -> None:
         self.request = request
-        self.future = future
+        self.hits = hits
+        self.searched_ms = searched_ms
         self.freshness = freshness
         self.rebuilding = rebuilding
+        self.failure = failure
 
     def _rebuilding(self) -> bool:
         """Whether a rebuild ran at any point of the search: at its start, or at its end."""
@@ -92,9 +91,7 @@ class PendingLexical:
 
     def collect(self, rows: CandidateRows,
                 generations: dict[str, EmbeddingGeneration]) -> Collected:
-        try:
-            hits, searched_ms = self.future.result()
-        except Exception as exc:  # noqa: BLE001 - any index failure: answer from dense
+        if (exc := self.failure) is not None:  # any index failure: answer from dense
             # The index is derived data (rebuild_index restores it); PostgreSQL still answers,
             # so the request is served from the dense leg and says so. The details (index
             # path, organization) are for the operator's log; the caller gets a stable code.
@@ -103,9 +100,10 @@ class PendingLexical:
             # A rebuild recreating the index under the search is that rebuild, not a fault.
             raise LegUnavailable(LEXICAL_INDEX_REBUILDING if self._rebuilding()
                                  else lexical_code(exc)) from exc
+        hits = self.hits
         started = time.perf_counter()
         rows.read(public_ids={public_id for public_id, _ in hits})
-        timings = {"lexical": searched_ms, "lexical_rows": _ms(started)}
+        timings = {"lexical": self.searched_ms, "lexical_rows": _ms(started)}
         # Hits this request may not return (e.g. superseded, still in the index) have no row.
         pks = rows.pks()
         behind = (self.freshness is not None

@@ -3,8 +3,8 @@
 The REST API, the MCP tools, the console's search preview and the evaluation harness all call
 :func:`retrieve`; there is no second implementation. Its stages, each in its own module:
 
-1. start the legs (``legs.py``): the query's forward pass in the query encoder, tantivy in a
-   worker thread — both work while the rest happens;
+1. start the legs (``legs.py``): the query's forward pass in the query encoder's process, then
+   tantivy in the request's thread while that pass runs;
 2. inside the row-level-security block for the request's scopes, every read of the retrieval:
    its inputs (``inputs.py``: generations, weights, pins); the legs collected, lexical first so
    that its rows and the pins' are read while the query vector is still on its way, then dense,
