@@ -5,7 +5,6 @@ layout, a favicon is served, and the pins board weighs its pins against a typica
 from __future__ import annotations
 
 import re
-from concurrent.futures import Future
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -128,11 +127,10 @@ def test_the_lexical_leg_counts_hits_it_may_not_return(monkeypatch):
     """A superseded or retired fragment still in the index has no row: it is left out before
     fusion, and counted for the trace."""
     monkeypatch.setattr(lexical.follower, "rebuilding", lambda org_id: False)
-    future: Future = Future()
-    future.set_result(([("frag_a", 3.0), ("frag_superseded", 2.0), ("frag_b", 1.0)], 1.5))
+    hits = [("frag_a", 3.0), ("frag_superseded", 2.0), ("frag_b", 1.0)]
     request = RetrievalRequest(query="q", org_id=1, scope_ids=frozenset({1}))
-    collected = lexical.PendingLexical(request, future).collect(_Rows({"frag_a": 1, "frag_b": 2}),
-                                                                {})
+    collected = lexical.PendingLexical(request, hits, 1.5).collect(
+        _Rows({"frag_a": 1, "frag_b": 2}), {})
     assert collected.ranked == [(1, 3.0), (2, 1.0)]
     assert collected.not_retrievable == 1
 
