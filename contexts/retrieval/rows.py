@@ -88,7 +88,7 @@ def retrievable_params(request: RetrievalRequest) -> dict:
 # every in-scope row and filtered (3.9 ms vs 1.2 ms measured). The sub-select names the
 # organization so that it probes the unique (org_id, public_id) index: by public id alone the
 # planner also read the scope index for row-level security's scope test, every fragment in
-# scope (0.73 → 0.42 ms on the demo's 3,300; that read grows with the organization).
+# scope (0.80 → 0.56 ms a statement on the demo's 3,322; that read grows with the organization).
 _BY_ID_SQL = ("SELECT {columns} FROM contexts_fragment f WHERE {retrievable} "
               "AND f.id = ANY(%(ids)s::bigint[] || ARRAY(SELECT id FROM contexts_fragment "
               "WHERE org_id = %(org)s AND public_id = ANY(%(public_ids)s::text[])))")
