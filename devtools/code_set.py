@@ -18,6 +18,11 @@ under ``OUT/src`` (labels stay true if the package is upgraded) with a ``source.
 ingests them, and the labels go to ``qrels/dev.tsv`` only: these trees are for choosing, never
 for a bar. ``manage.py derive_code_set PACKAGE OUT`` writes one; ``manage.py eval OUT --split
 dev`` scores it.
+
+Questions in words cannot be derived: a docstring's sentence asked back is not how people ask.
+People write them (``tests/other_trees/<package>/``: ``queries.jsonl`` typed ``nl`` or
+``file``, ``qrels.tsv``, ``version``), and ``--questions DIR`` adds them to the derived set,
+once every label is found in the copied tree (:func:`add_questions`).
 """
 
 from __future__ import annotations
@@ -44,8 +49,8 @@ class CodeSetError(ValueError):
 class Query:
     qid: str
     text: str
-    kind: str   # "id" or "error"
-    label: str  # path#Qualified.name
+    kind: str   # "id" or "error"; written by people (add_questions): "nl" or "file"
+    label: str  # path#Qualified.name, or a file's path
 
 
 def _definitions(tree: ast.Module) -> list[tuple[str, int, int]]:
@@ -173,3 +178,75 @@ def derive(package: Path, out: Path, *, per_type: int = PER_TYPE, seed: int = SE
         for query in found:
             handle.write(f"{query.qid}\t{query.label}\t2\n")
     return found
+
+
+def _labels_of(table: Path) -> dict[str, list[str]]:
+    """query id → its labels, from a ``query-id<TAB>corpus-id<TAB>score`` file."""
+    labels: dict[str, list[str]] = {}
+    lines = table.read_text(encoding="utf-8").splitlines()
+    if not lines or lines[0].split("\t")[:2] != ["query-id", "corpus-id"]:
+        raise CodeSetError(f"{table}: the first line must be query-id<TAB>corpus-id<TAB>score")
+    for number, line in enumerate(lines[1:], start=2):
+        if not line.strip():
+            continue
+        fields = line.split("\t")
+        if len(fields) != 3:
+            raise CodeSetError(f"{table}:{number}: three tab-separated fields, not {len(fields)}")
+        labels.setdefault(fields[0], []).append(fields[1])
+    return labels
+
+
+def _missing_label(src: Path, label: str) -> str | None:
+    """Why ``label`` names nothing in the tree under ``src``; None when it names a file, or a
+    definition a label can name (top level, or in a top-level class)."""
+    path, _, anchor = label.partition("#")
+    file = src / path
+    if not file.is_file():
+        return f"{label}: no file {path}"
+    if not anchor:
+        return None
+    tree = ast.parse(file.read_text(encoding="utf-8-sig", errors="replace"))
+    names = {name for name, _, _ in _definitions(tree) if name.count(".") <= 1}
+    return None if anchor in names else f"{label}: {path} defines no {anchor}"
+
+
+def add_questions(out: Path, questions: Path, *, version: str | None = None) -> list[Query]:
+    """Add the questions people wrote (``questions``: ``queries.jsonl``, ``qrels.tsv`` and a
+    ``version`` file naming the package version they were written against) to the set in
+    ``out``; returns them. Refused, with nothing added, when a label names no file or
+    definition of the copied tree, an id is the derived set's too, a query has no label, or
+    ``version`` (the installed one, when known) is not the version they were written for."""
+    out, questions = Path(out), Path(questions)
+    written_for = (questions / "version").read_text(encoding="utf-8").strip()
+    if version is not None and version != written_for:
+        raise CodeSetError(f"{questions}: written for version {written_for}, "
+                           f"not the installed {version}")
+    labels = _labels_of(questions / "qrels.tsv")
+    taken = {json.loads(line)["_id"] for line in
+             (out / "queries.jsonl").read_text(encoding="utf-8").splitlines() if line.strip()}
+    asked: list[tuple[str, str, str]] = []  # (id, text, type), in the file's order
+    problems: list[str] = []
+    for line in (questions / "queries.jsonl").read_text(encoding="utf-8").splitlines():
+        if not line.strip():
+            continue
+        record = json.loads(line)
+        qid = record["_id"]
+        if qid in taken:
+            problems.append(f"{qid}: the derived set has this id")
+        if not labels.get(qid):
+            problems.append(f"{qid}: no label in qrels.tsv")
+        problems += [why for label in labels.get(qid, ())
+                     if (why := _missing_label(out / "src", label))]
+        asked.append((qid, record["text"], record.get("metadata", {}).get("type", "")))
+        taken.add(qid)
+    if problems:
+        raise CodeSetError(f"{questions}: " + "; ".join(problems))
+    with (out / "queries.jsonl").open("a", encoding="utf-8") as handle:
+        for qid, text, kind in asked:
+            handle.write(json.dumps({"_id": qid, "text": text, "metadata": {"type": kind}})
+                         + "\n")
+    added = [Query(qid, text, kind, label) for qid, text, kind in asked for label in labels[qid]]
+    with (out / "qrels" / "dev.tsv").open("a", encoding="utf-8") as handle:
+        for query in added:
+            handle.write(f"{query.qid}\t{query.label}\t1\n")
+    return added

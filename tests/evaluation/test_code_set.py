@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import textwrap
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -138,3 +139,86 @@ def test_the_command_finds_a_package_by_name_and_refuses_what_it_cannot_use(tmp_
                       (["json", "z", "--per-type", "0"], "--per-type must be at least 1")):
         with pytest.raises(CommandError, match=why):
             call_command("derive_code_set", args[0], str(tmp_path / args[1]), *args[2:])
+
+
+def _questions(root: Path, version: str, asked: dict[str, tuple[str, str, list[str]]]) -> Path:
+    """A questions directory as tests/other_trees/PACKAGE holds: id → (type, text, labels)."""
+    root.mkdir()
+    (root / "version").write_text(f"{version}\n")
+    (root / "queries.jsonl").write_text("".join(
+        json.dumps({"_id": qid, "text": text, "metadata": {"type": kind}}) + "\n"
+        for qid, (kind, text, _labels) in asked.items()))
+    (root / "qrels.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(
+        f"{qid}\t{label}\t1\n" for qid, (_kind, _text, labels) in asked.items()
+        for label in labels))
+    return root
+
+
+def test_questions_people_wrote_join_the_set_once_their_labels_are_found(package, tmp_path):
+    out = tmp_path / "set"
+    derived = code_set.derive(package, out)
+    good = _questions(tmp_path / "good", "1.0", {
+        "pn001": ("nl", "what refuses an empty list of amounts?", ["pkg/core.py#compute_total"]),
+        "pn002": ("nl", "can a closed book still take new lines?",
+                  ["pkg/core.py#Ledger.record_entry", "pkg/core.py#Ledger"]),
+        "pf001": ("file", "which module keeps the money code?", ["pkg/core.py"]),
+    })
+    added = code_set.add_questions(out, good, version="1.0")
+    assert [(q.qid, q.kind, q.label) for q in added] == [
+        ("pn001", "nl", "pkg/core.py#compute_total"),
+        ("pn002", "nl", "pkg/core.py#Ledger.record_entry"),
+        ("pn002", "nl", "pkg/core.py#Ledger"),
+        ("pf001", "file", "pkg/core.py")]
+    data = datasets.load(out, "dev")
+    assert set(data.queries) == {q.qid for q in derived} | {"pn001", "pn002", "pf001"}
+    assert {data.query_types[qid] for qid in ("pn001", "pn002", "pf001")} == {"nl", "file"}
+    assert set(data.qrels["pn002"]) == {"pkg/core.py#Ledger.record_entry", "pkg/core.py#Ledger"}
+
+
+def test_questions_whose_labels_name_nothing_are_refused_and_nothing_is_added(package, tmp_path):
+    out = tmp_path / "set"
+    code_set.derive(package, out)
+    before = {p: p.read_text() for p in (out / "queries.jsonl", out / "qrels" / "dev.tsv")}
+    for n, (asked, why) in enumerate((
+        ({"pn001": ("nl", "q", ["pkg/core.py#no_such_function"])}, "defines no no_such_function"),
+        ({"pn001": ("nl", "q", ["pkg/missing.py"])}, "no file pkg/missing.py"),
+        # nested in a function: no label can name it (the chunker cuts its enclosing function)
+        ({"pn001": ("nl", "q", ["pkg/core.py#second_caller.nested_twin"])}, "defines no"),
+        ({"id000": ("nl", "q", ["pkg/core.py"])}, "the derived set has this id"),
+        ({"pn001": ("nl", "q", [])}, "no label"),
+    )):
+        with pytest.raises(code_set.CodeSetError, match=why):
+            code_set.add_questions(out, _questions(tmp_path / f"q{n}", "1.0", asked))
+    with pytest.raises(code_set.CodeSetError, match="written for version 1.0, not the installed 2"):
+        code_set.add_questions(out, _questions(tmp_path / "old", "1.0", {
+            "pn001": ("nl", "q", ["pkg/core.py"])}), version="2")
+    assert {p: p.read_text() for p in before} == before
+
+
+def test_the_command_adds_the_questions_and_says_so(tmp_path, capsys):
+    asked = _questions(tmp_path / "json-questions", "stdlib", {
+        "jn001": ("nl", "what turns a string of text back into objects?",
+                  ["json/decoder.py#JSONDecoder.decode"]),
+        "jf001": ("file", "which module writes objects out as text?", ["json/encoder.py"])})
+    call_command("derive_code_set", "json", str(tmp_path / "set"), "--questions", str(asked))
+    assert "1 questions in words, 1 asking which file" in capsys.readouterr().out
+    assert datasets.load(tmp_path / "set", "dev").query_types["jf001"] == "file"
+    wrong = _questions(tmp_path / "wrong", "stdlib", {
+        "jn001": ("nl", "q", ["json/decoder.py#no_such_method"])})
+    with pytest.raises(CommandError, match="defines no no_such_method"):
+        call_command("derive_code_set", "json", str(tmp_path / "set2"), "--questions", str(wrong))
+
+
+@pytest.mark.parametrize("package", ["click", "requests"])
+def test_the_shipped_questions_name_what_their_tree_defines(package, tmp_path):
+    from devtools.management.commands.derive_code_set import installed_version, package_path
+
+    questions = Path(__file__).parents[1] / "other_trees" / package
+    written_for = (questions / "version").read_text().strip()
+    if installed_version(package) != written_for:  # a transitive dependency, not pinned here
+        pytest.skip(f"{package} {installed_version(package)} installed; the questions were "
+                    f"written for {written_for}")
+    code_set.derive(package_path(package), tmp_path / "set")
+    added = code_set.add_questions(tmp_path / "set", questions, version=written_for)
+    kinds = {query.qid: query.kind for query in added}
+    assert sorted(Counter(kinds.values()).items()) == [("file", 20), ("nl", 40)]
