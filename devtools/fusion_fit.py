@@ -73,9 +73,11 @@ class Collected:
 
 
 def _fused_order(legs: dict, share: float, namespaces: dict, tests: set[int],
-                 files: dict[int, int], discounts: tuple[float, float, float, str]) -> list[int]:
+                 places: tuple[dict[int, int], dict[int, str]],
+                 discounts: tuple[float, float, float, str]) -> list[int]:
+    """The candidates' pks in fused order (``places``: pk → file, pk → anchor)."""
     config = FusionConfig.convex_share(share, *discounts)
-    candidates = fuse.convex(legs, config, namespaces, tests, files)
+    candidates = fuse.convex(legs, config, namespaces, tests, *places)
     return [c.fragment_id for c in
             sorted(candidates.values(), key=lambda c: (-c.relevance, c.fragment_id))]
 
@@ -114,14 +116,14 @@ def collect(path: str, split: str, log: Callable[[str], None] = print, *,
             values = adaptive.features(text, legs, namespaces)
             tests = {pk for pk, item in by_pk.items() if item.fragment.kind == FragmentKind.TEST}
             with retrieval_scope(request.scope_ids):  # the files as retrieval reads them
-                files = candidate_files(result.candidates)
+                places = candidate_files(result.candidates)
             # Not fitted here: each α is scored with the discounts and the file evidence the
             # query gets.
             discounts = (adaptive.prose_discount(text, values), adaptive.discount_for_tests(text),
                          *adaptive.file_evidence(text, values))
             for share in GRID:
                 order = [by_pk[pk] for pk in
-                         _fused_order(legs, share, namespaces, tests, files, discounts)
+                         _fused_order(legs, share, namespaces, tests, places, discounts)
                          if pk in by_pk][:DEPTH]
                 ranked = harness._ranked_ids(qid, order)
                 if ignore_identical_ids:

@@ -51,14 +51,17 @@ def _min_max(ranked: Sequence[tuple[int, float]]) -> dict[int, float]:
 
 def convex(legs: Mapping[str, Sequence[tuple[int, float]]], config: FusionConfig,
            namespaces: Mapping[int, str] | None = None,
-           tests: Collection[int] = (), files: Mapping[int, Hashable] | None = None
-           ) -> dict[int, Candidate]:
+           tests: Collection[int] = (), files: Mapping[int, Hashable] | None = None,
+           anchors: Mapping[int, str] | None = None) -> dict[int, Candidate]:
     """Convex combination of min-max normalised leg scores (Bruch et al., 2022): uses the
     scores' spread, which RRF throws away. Same Candidate shape as :func:`rrf`; relevance is
     the weighted mean of normalised scores, 0–1, less ``config.prose_discount`` of it for a
     prose fragment and ``config.test_discount`` for a test fragment (pk in ``tests``), plus,
     for code, ``config.file_evidence`` of the best score of another candidate of its file
-    (``files``: pk → its file) — rescaled so that the best keeps its score."""
+    (``files``: pk → its file) — rescaled so that the best keeps its score. When every part of
+    a file gains (a question about how something behaves), a class one of whose members is a
+    candidate first keeps :data:`CLASS_KEEPS` of its score (``anchors``: pk → its anchor in
+    its file, ``Class.method``)."""
     namespaces = namespaces or {}
     candidates = rrf(legs, config, namespaces)  # ranks, raw scores, RRF kept for the trace
     table = _leg_weights(legs, config, namespaces)
@@ -77,9 +80,42 @@ def convex(legs: Mapping[str, Sequence[tuple[int, float]]], config: FusionConfig
         candidate.relevance /= totals[namespaces.get(candidate.fragment_id)]
         candidate.relevance *= keep.get(candidate.fragment_id, 1.0)
     if config.file_evidence and files:
+        every = config.file_evidence_parts == "every"
+        if every and anchors:
+            _classes_yield_to_members(candidates, namespaces, files, anchors)
         _add_file_evidence(candidates, config.file_evidence, namespaces, files,
-                           best_only=config.file_evidence_parts == "best")
+                           best_only=not every)
     return candidates
+
+
+# A question about how something behaves is answered by the definition that does it. A class's
+# own fragment (its signature, docstring, fields, short methods) describes the whole class in
+# words and outranked the method that does the work; so where one of its members is a
+# candidate too, the class keeps CLASS_KEEPS of its score before the file evidence. Chosen on
+# the golden set's dev split with the real pipeline, hybrid MRR@10 (docs/retrieval-quality.md):
+# at 1 / 0.7 / 0.5 / 0.3 kept, behaviour questions 0.518 / 0.518 / 0.518 / 0.522, "which
+# file" 0.860 / 0.863 / 0.870 / 0.870; other projects' trees (never fitted on) agreed:
+# questions in words over requests 0.650 / 0.665 / 0.678 / 0.678, click 0.474 / 0.481 / 0.476 /
+# 0.476, and over jinja2, written after the choice, 0.612 -> 0.653 at 0.5. Golden test lost
+# half a question (0.464 -> 0.459: two of its labels name the class). A module's first
+# fragment does not yield: it often is the answer (a how-to question about the whole module),
+# and making it yield cost golden dev 0.518 -> 0.465.
+CLASS_KEEPS = 0.5
+
+
+def _classes_yield_to_members(candidates: Mapping[int, Candidate], namespaces: Mapping[int, str],
+                              files: Mapping[int, Hashable], anchors: Mapping[int, str]) -> None:
+    """Each code candidate that is a class (or a part of one) whose member is also a candidate,
+    from the same file, keeps :data:`CLASS_KEEPS` of its relevance."""
+    with_members: set[tuple[Hashable, str]] = set()  # (file, class) with a member among them
+    for pk in candidates:
+        name = anchors.get(pk, "").partition("#")[0]
+        parts = name.split(".")
+        with_members.update((files.get(pk), ".".join(parts[:n])) for n in range(1, len(parts)))
+    for pk, candidate in candidates.items():
+        name = anchors.get(pk, "").partition("#")[0]
+        if namespaces.get(pk) == "code" and pk in files and (files[pk], name) in with_members:
+            candidate.relevance *= CLASS_KEEPS
 
 
 def _add_file_evidence(candidates: Mapping[int, Candidate], share: float,
@@ -128,12 +164,13 @@ def _kept_shares(candidates: Mapping[int, Candidate], config: FusionConfig,
 
 def fuse(legs: Mapping[str, Sequence[tuple[int, float]]], config: FusionConfig,
          namespaces: Mapping[int, str] | None = None,
-         tests: Collection[int] = (), files: Mapping[int, Hashable] | None = None
-         ) -> dict[int, Candidate]:
+         tests: Collection[int] = (), files: Mapping[int, Hashable] | None = None,
+         anchors: Mapping[int, str] | None = None) -> dict[int, Candidate]:
     """The configured fusion: ``rrf`` or ``convex`` (``tests``: the test fragments' pks;
-    ``files``: pk → its file, for ``config.file_evidence``)."""
+    ``files`` and ``anchors``: pk → its file and its anchor there, for
+    ``config.file_evidence``)."""
     if config.method == "convex":
-        return convex(legs, config, namespaces, tests, files)
+        return convex(legs, config, namespaces, tests, files, anchors)
     if config.method != "rrf":
         raise ValueError(f"unknown fusion method {config.method!r} (rrf, convex)")
     return rrf(legs, config, namespaces)

@@ -145,9 +145,9 @@ def _fuse(request: RetrievalRequest, ranked: dict[str, Ranked], rows: CandidateR
                                            choice["test_discount"], choice["file_evidence"],
                                            choice["file_evidence_parts"])
     # One more statement, only for a question in words with code among the candidates.
-    files = (candidate_files(by_pk) if fusion.file_evidence and "code" in namespaces.values()
-             else None)
-    return fuse.fuse(legs, fusion, namespaces, tests, files), fusion, choice
+    files, anchors = (candidate_files(by_pk)
+                      if fusion.file_evidence and "code" in namespaces.values() else (None, None))
+    return fuse.fuse(legs, fusion, namespaces, tests, files, anchors), fusion, choice
 
 
 def _after_answer(request: RetrievalRequest, result: RetrievalResult, rows: CandidateRows,

@@ -97,8 +97,11 @@ _BY_ID_SQL = ("SELECT {columns} FROM contexts_fragment f WHERE {retrievable} "
 _BY_PK_SQL = ("SELECT {columns} FROM contexts_fragment f WHERE {retrievable} "
               "AND f.id = ANY(%(ids)s::bigint[])")
 _BODIES_SQL = "SELECT id, body, heading_path FROM contexts_fragment WHERE id = ANY(%s)"
-_FILES_SQL = ("SELECT fragment_id, min(document_id) FROM contexts_sourcepointer "
-              "WHERE fragment_id = ANY(%s::bigint[]) GROUP BY fragment_id")
+# A fragment brought by several files (the same text twice) counts as the first file's, at its
+# anchor there.
+_FILES_SQL = ("SELECT DISTINCT ON (fragment_id) fragment_id, document_id, anchor "
+              "FROM contexts_sourcepointer WHERE fragment_id = ANY(%s::bigint[]) "
+              "ORDER BY fragment_id, document_id, anchor")
 
 
 class CandidateRows:
@@ -157,10 +160,12 @@ def bodies(pks: Collection[int]) -> dict[int, tuple[str, list[str]]]:
         return {pk: (body, heading_path) for pk, body, heading_path in cursor.fetchall()}
 
 
-def candidate_files(pks: Collection[int]) -> dict[int, int]:
+def candidate_files(pks: Collection[int]) -> tuple[dict[int, int], dict[int, str]]:
     """pk → the file (source document) each fragment was cut from — the first, when several
-    brought the same text; a fragment no file brought (written in the console, by an agent)
-    has none. For the fusion's file evidence (``fuse.convex``)."""
+    brought the same text — and pk → its anchor in that file (``Class.method``, ``module#2``);
+    a fragment no file brought (written in the console, by an agent) has neither. For the
+    fusion's file evidence (``fuse.convex``)."""
     with prepared_cursor() as cursor:
         cursor.execute(_FILES_SQL, [sorted(pks)])
-        return dict(cursor.fetchall())
+        found = cursor.fetchall()
+    return ({pk: file for pk, file, _ in found}, {pk: anchor for pk, _, anchor in found})

@@ -178,3 +178,63 @@ def test_a_question_in_words_lifts_the_parts_of_a_file_that_match_together(api, 
     # Identifiers are not asked in words: no file evidence.
     _body, trace = _ask(api, "changed_paths")
     assert trace.parameters["adaptive"]["file_evidence"] == 0.0
+
+
+def _fused_again(trace, parts: str, files: dict, anchors: dict | None) -> dict[str, float]:
+    """The trace's candidates fused again from its own leg scores with the file evidence it
+    chose, over ``files`` (and ``anchors``)."""
+    choice = trace.parameters["adaptive"]
+    config = FusionConfig.convex_share(choice["lexical_share"], choice["prose_discount"],
+                                       choice["test_discount"], adaptive.FILE_EVIDENCE, parts)
+    legs = {leg: sorted(((c["id"], c[leg]) for c in trace.candidates if c[leg] is not None),
+                        key=lambda hit: -hit[1]) for leg in ("bm25", "dense")}
+    fused = convex({"lexical": legs["bm25"], "dense": legs["dense"]}, config,
+                   dict.fromkeys(files, "code"), files=files, anchors=anchors)
+    return {pk: c.relevance for pk, c in fused.items()}
+
+
+def test_asked_how_something_behaves_a_class_yields_to_its_method(api, cast, settings, tmp_path):
+    settings.LEXICAL_INDEX_DIR = tmp_path / "index"
+    scope = cast.repo.scope
+    # The class describes in words what its method does; the method is the answer.
+    limiter = _code(scope, "Limiter", 'class Limiter:\n    """Decides when a client has asked '
+                    'too often: each client may ask a fixed number of times a minute, and is '
+                    'told to wait once it has asked too often."""\n    per_minute = 600',
+                    symbol="Limiter")
+    allow = _code(scope, "Limiter.allow", 'def allow(self, client):\n    """Decide whether the '
+                  'client has asked too often this minute; if so it must wait."""\n'
+                  '    bucket = self.buckets[client]\n'
+                  '    return bucket.take(1, per=60 / self.per_minute)', symbol="Limiter.allow")
+    other = _code(scope, "log_line", 'def log_line(line):\n    """Write one line to the log '
+                  'file."""\n    logger.info(line)', symbol="log_line")  # in another file
+    _from_file(limiter, "contexts/limits.py")
+    _from_file(allow, "contexts/limits.py")
+    _from_file(other, "contexts/logs.py")
+    reindex_fragments([limiter.pk, allow.pk, other.pk])
+    as_token(api, cast.raw_token)
+    files = {limiter.public_id: "limits", allow.public_id: "limits", other.public_id: "logs"}
+    # The anchors the fragments were cut at (_from_file: their titles).
+    anchors = {limiter.public_id: "Limiter", allow.public_id: "Limiter.allow",
+               other.public_id: "log_line"}
+
+    _body, trace = _ask(api, "how does it decide when a client has asked too often?")
+    assert trace.parameters["adaptive"]["file_evidence_parts"] == "every"
+    relevance = {c["id"]: c["relevance"] for c in trace.candidates}
+    yielded = _fused_again(trace, "every", files, anchors)
+    unyielded = _fused_again(trace, "every", files, None)
+    # The trace's relevance is the fusion in which the class yielded to its method, read
+    # through the real statement, and not the one without: the class lost ground to it.
+    for pk in files:
+        assert relevance[pk] == pytest.approx(yielded[pk], abs=1e-3), pk
+    assert relevance != pytest.approx(unyielded, abs=1e-3)
+    assert (relevance[limiter.public_id] / relevance[allow.public_id]
+            < unyielded[limiter.public_id] / unyielded[allow.public_id])
+
+    # Asked which module, the answer is the file: the class keeps its score.
+    _body, trace = _ask(api, "which module decides when a client has asked too often?")
+    assert trace.parameters["adaptive"]["file_evidence_parts"] == "best"
+    relevance = {c["id"]: c["relevance"] for c in trace.candidates}
+    kept = _fused_again(trace, "best", files, anchors)
+    assert kept == pytest.approx(_fused_again(trace, "best", files, None))
+    for pk in files:
+        assert relevance[pk] == pytest.approx(kept[pk], abs=1e-3), pk

@@ -345,3 +345,15 @@ def test_the_trace_records_the_adaptive_choice_and_the_console_shows_it(api, cas
     assert parameters["adaptive"]["file_evidence_parts"] == "best"
     assert ("The best part of each file gains <strong>45%</strong> of the best score among the "
             "other candidates from its file, where there are any") in page
+    assert "kept <strong>half</strong> its score" not in page
+    # Asked how something behaves: every part of a file gains, and a class yields to its
+    # members first.
+    trace_id = ask(api, "how does the limiter decide when a client has asked too often?",
+                   {"org_id": "acme", "repo_id": "web"}).json()["trace_id"]
+    parameters = api.get(f"/api/traces/{trace_id}").json()["parameters"]
+    assert parameters["adaptive"]["file_evidence_parts"] == "every"
+    page = console.get(f"/traces/{trace_id}/").content.decode()
+    assert ("Code gains <strong>45%</strong> of the best score among the other candidates from "
+            "its file") in page
+    assert ("a class one of whose methods was found too kept <strong>half</strong> its score"
+            in page)

@@ -209,7 +209,7 @@ def test_the_command_adds_the_questions_and_says_so(tmp_path, capsys):
         call_command("derive_code_set", "json", str(tmp_path / "set2"), "--questions", str(wrong))
 
 
-@pytest.mark.parametrize("package", ["click", "requests"])
+@pytest.mark.parametrize("package", ["click", "requests", "jinja2"])
 def test_the_shipped_questions_name_what_their_tree_defines(package, tmp_path):
     from devtools.management.commands.derive_code_set import installed_version, package_path
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from contexts.retrieval.fuse import convex, fuse, rrf
+from contexts.retrieval.fuse import CLASS_KEEPS, convex, fuse, rrf
 from contexts.retrieval.types import FusionConfig
 
 LEGS = {"lexical": [(1, 12.0), (2, 8.0), (3, 4.0)], "dense": [(2, 0.9), (4, 0.5)]}
@@ -130,6 +130,47 @@ def test_file_evidence_keeps_the_best_score_and_leaves_prose_and_ties_alone() ->
         # file's best, so "best" lifts that one alone.
         assert {pk: c.relevance for pk, c in got.items()} == pytest.approx(
             {pk: value * scale for pk, value in raw.items()}), parts
+
+
+def test_a_class_yields_to_its_members_when_the_question_asks_how_something_behaves() -> None:
+    # One file: a class (1, and its second part 2), one of its methods (3), a nested class's
+    # head (4) and its method (5), the module's first fragment (6); another file's class of the
+    # same name (7); a prose section (8) anchored like a class.
+    namespaces = {**dict.fromkeys(range(1, 8), "code"), 8: "prose"}
+    files = {1: "a.py", 2: "a.py", 3: "a.py", 4: "a.py", 5: "a.py", 6: "a.py", 7: "b.py",
+             8: "c.md"}
+    anchors = {1: "Sync", 2: "Sync#2", 3: "Sync.plan", 4: "Sync.Step", 5: "Sync.Step.run",
+               6: "module", 7: "Sync", 8: "Sync"}
+    legs = {"lexical": [(pk, 10.0 - pk) for pk in range(1, 9)],
+            "dense": [(pk, 0.9 - pk / 20) for pk in range(1, 9)]}
+    plain = convex(legs, FusionConfig.convex_share(0.5), namespaces)
+    p = {pk: c.relevance for pk, c in plain.items()}
+
+    def fused(parts: str, known: dict | None = anchors) -> dict[int, float]:
+        config = FusionConfig.convex_share(0.5, file_evidence=0.45, file_evidence_parts=parts)
+        return {pk: c.relevance for pk, c in
+                convex(legs, config, namespaces, files=files, anchors=known).items()}
+
+    def with_evidence(start: dict[int, float]) -> dict[int, float]:  # as _add_file_evidence
+        raw = dict(start)
+        for pk in (1, 2, 3, 4, 5, 6):
+            others = [start[other] for other in (1, 2, 3, 4, 5, 6) if other != pk]
+            raw[pk] += 0.45 * max(others)
+        scale = max(start.values()) / max(raw.values())
+        return {pk: value * scale for pk, value in raw.items()}
+
+    # Every part gains (how something behaves): the class's parts (1, 2) and the nested class
+    # (4), whose members are candidates, keep half; the methods, the module's fragment, the
+    # other file's class and the prose keep all.
+    kept = {pk: p[pk] * (CLASS_KEEPS if pk in (1, 2, 4) else 1.0) for pk in p}
+    assert fused("every") == pytest.approx(with_evidence(kept))
+    # Only the file's best gains ("which file"), or no anchors are known: no class yields.
+    assert fused("every", known=None) == pytest.approx(with_evidence(p))
+    assert fused("best") == fused("best", known=None)
+    # A class none of whose members is a candidate (its own second part is none) keeps its
+    # score.
+    lone = {pk: a for pk, a in anchors.items() if pk not in (3, 4, 5)}
+    assert fused("every", known=lone) == fused("every", known=None)
 
 
 def test_fuse_dispatches_on_the_configured_method() -> None:
