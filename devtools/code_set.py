@@ -200,9 +200,9 @@ def _missing_label(src: Path, label: str) -> str | None:
     """Why ``label`` names nothing in the tree under ``src``; None when it names a file, or a
     definition a label can name (top level, or in a top-level class)."""
     path, _, anchor = label.partition("#")
-    file = src / path
-    if not file.is_file():
-        return f"{label}: no file {path}"
+    file = (src / path).resolve()
+    if not file.is_relative_to(src.resolve()) or not file.is_file():
+        return f"{label}: no file {path} in the tree"
     if not anchor:
         return None
     tree = ast.parse(file.read_text(encoding="utf-8-sig", errors="replace"))
