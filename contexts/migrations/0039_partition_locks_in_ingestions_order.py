@@ -14,40 +14,27 @@ it needs.
 
 from django.db import migrations
 
-CREATE = """
+FUNCTION = """
 CREATE OR REPLACE FUNCTION contexts_create_embedding_partition(org bigint) RETURNS void
     LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $$
 DECLARE
     name text := 'contexts_embedding_p' || org;
 BEGIN
-    IF to_regclass(name) IS NOT NULL THEN
+{locks}    EXECUTE format('CREATE TABLE IF NOT EXISTS %I PARTITION OF contexts_embedding'
+                   ' FOR VALUES IN (%s)', name, org);
+    EXECUTE format('CREATE INDEX IF NOT EXISTS %I ON %I'
+                   ' USING hnsw (embedding vector_cosine_ops)', name || '_hnsw', name);
+    EXECUTE format('CREATE INDEX IF NOT EXISTS %I ON %I USING gin (scope_ids)',
+                   name || '_scopes', name);
+END $$;
+"""
+LOCKS = """    IF to_regclass(name) IS NOT NULL THEN
         RETURN;  -- as every IF NOT EXISTS below: nothing to create, nothing to lock
     END IF;
     LOCK TABLE contexts_fragment, contexts_embeddinggeneration IN SHARE ROW EXCLUSIVE MODE;
-    EXECUTE format('CREATE TABLE IF NOT EXISTS %I PARTITION OF contexts_embedding'
-                   ' FOR VALUES IN (%s)', name, org);
-    EXECUTE format('CREATE INDEX IF NOT EXISTS %I ON %I'
-                   ' USING hnsw (embedding vector_cosine_ops)', name || '_hnsw', name);
-    EXECUTE format('CREATE INDEX IF NOT EXISTS %I ON %I USING gin (scope_ids)',
-                   name || '_scopes', name);
-END $$;
 """
-
-# As migration 0019 created it.
-PREVIOUS = """
-CREATE OR REPLACE FUNCTION contexts_create_embedding_partition(org bigint) RETURNS void
-    LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $$
-DECLARE
-    name text := 'contexts_embedding_p' || org;
-BEGIN
-    EXECUTE format('CREATE TABLE IF NOT EXISTS %I PARTITION OF contexts_embedding'
-                   ' FOR VALUES IN (%s)', name, org);
-    EXECUTE format('CREATE INDEX IF NOT EXISTS %I ON %I'
-                   ' USING hnsw (embedding vector_cosine_ops)', name || '_hnsw', name);
-    EXECUTE format('CREATE INDEX IF NOT EXISTS %I ON %I USING gin (scope_ids)',
-                   name || '_scopes', name);
-END $$;
-"""
+CREATE = FUNCTION.format(locks=LOCKS)
+PREVIOUS = FUNCTION.format(locks="")  # as migration 0019 created it
 
 
 class Migration(migrations.Migration):
