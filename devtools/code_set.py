@@ -181,7 +181,8 @@ def derive(package: Path, out: Path, *, per_type: int = PER_TYPE, seed: int = SE
 
 
 def _labels_of(table: Path) -> dict[str, list[str]]:
-    """query id → its labels, from a ``query-id<TAB>corpus-id<TAB>score`` file."""
+    """query id → its labels, from a ``query-id<TAB>corpus-id<TAB>score`` file whose scores are
+    all positive (a written question names what answers it, not what does not)."""
     labels: dict[str, list[str]] = {}
     lines = table.read_text(encoding="utf-8").splitlines()
     if not lines or lines[0].split("\t")[:2] != ["query-id", "corpus-id"]:
@@ -192,8 +193,27 @@ def _labels_of(table: Path) -> dict[str, list[str]]:
         fields = line.split("\t")
         if len(fields) != 3:
             raise CodeSetError(f"{table}:{number}: three tab-separated fields, not {len(fields)}")
+        if not fields[2].strip().isdigit() or int(fields[2]) < 1:
+            raise CodeSetError(f"{table}:{number}: the score must be a positive whole number, "
+                               f"not {fields[2]!r}")
         labels.setdefault(fields[0], []).append(fields[1])
     return labels
+
+
+def _questions_of(file: Path) -> list[tuple[str, str, str]]:
+    """(id, text, type) of each line of a ``queries.jsonl``."""
+    asked = []
+    for number, line in enumerate(file.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+            asked.append((str(record["_id"]), str(record["text"]),
+                          str(record.get("metadata", {}).get("type", ""))))
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise CodeSetError(f"{file}:{number}: not a query with an _id and a text "
+                               f"({type(exc).__name__}: {exc})") from exc
+    return asked
 
 
 def _missing_label(src: Path, label: str) -> str | None:
@@ -205,7 +225,10 @@ def _missing_label(src: Path, label: str) -> str | None:
         return f"{label}: no file {path} in the tree"
     if not anchor:
         return None
-    tree = ast.parse(file.read_text(encoding="utf-8-sig", errors="replace"))
+    try:
+        tree = ast.parse(file.read_text(encoding="utf-8-sig", errors="replace"))
+    except (SyntaxError, ValueError):
+        return f"{label}: {path} is not Python the parser reads"
     names = {name for name, _, _ in _definitions(tree) if name.count(".") <= 1}
     return None if anchor in names else f"{label}: {path} defines no {anchor}"
 
@@ -217,6 +240,10 @@ def add_questions(out: Path, questions: Path, *, version: str | None = None) -> 
     definition of the copied tree, an id is the derived set's too, a query has no label, or
     ``version`` (the installed one, when known) is not the version they were written for."""
     out, questions = Path(out), Path(questions)
+    missing = [name for name in ("queries.jsonl", "qrels.tsv", "version")
+               if not (questions / name).is_file()]
+    if missing:
+        raise CodeSetError(f"{questions}: no {', '.join(missing)}")
     written_for = (questions / "version").read_text(encoding="utf-8").strip()
     if version is not None and version != written_for:
         raise CodeSetError(f"{questions}: written for version {written_for}, "
@@ -224,20 +251,15 @@ def add_questions(out: Path, questions: Path, *, version: str | None = None) -> 
     labels = _labels_of(questions / "qrels.tsv")
     taken = {json.loads(line)["_id"] for line in
              (out / "queries.jsonl").read_text(encoding="utf-8").splitlines() if line.strip()}
-    asked: list[tuple[str, str, str]] = []  # (id, text, type), in the file's order
+    asked = _questions_of(questions / "queries.jsonl")
     problems: list[str] = []
-    for line in (questions / "queries.jsonl").read_text(encoding="utf-8").splitlines():
-        if not line.strip():
-            continue
-        record = json.loads(line)
-        qid = record["_id"]
+    for qid, _text, _kind in asked:
         if qid in taken:
-            problems.append(f"{qid}: the derived set has this id")
+            problems.append(f"{qid}: the derived set has this id, or another question")
         if not labels.get(qid):
             problems.append(f"{qid}: no label in qrels.tsv")
         problems += [why for label in labels.get(qid, ())
                      if (why := _missing_label(out / "src", label))]
-        asked.append((qid, record["text"], record.get("metadata", {}).get("type", "")))
         taken.add(qid)
     if problems:
         raise CodeSetError(f"{questions}: " + "; ".join(problems))

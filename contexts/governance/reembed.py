@@ -139,6 +139,12 @@ def activate(generation: EmbeddingGeneration, *, now: dt.datetime | None = None)
     previous active generation becomes a shadow for ``EMBEDDING_SHADOW_DAYS``."""
     now = resolve(now)
     with transaction.atomic():
+        # The generations' table before the embeddings' (read below), the order in which an
+        # organization's new partition (migration 0039) and drop_expired_shadows take them:
+        # holding only row locks here, then updating the rows after that read, deadlocked with
+        # an organization being created.
+        with connection.cursor() as cursor:
+            cursor.execute("LOCK TABLE contexts_embeddinggeneration IN ROW EXCLUSIVE MODE")
         # Lock the namespace's generations: one switch at a time, never two active.
         rows = list(EmbeddingGeneration.objects.select_for_update()
                     .filter(namespace=generation.namespace).order_by("pk"))

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from contexts.retrieval.fuse import CLASS_KEEPS
 from contexts.search import looks_like_error
 
 MODEL_PATH = Path(__file__).with_name("fusion_model.json")
@@ -347,4 +348,7 @@ def choose(query: str, legs: Mapping[str, Sequence[tuple[int, float]]],
                    "prose_discount": _PROSE_DISCOUNTS.get(asked, 0.0),
                    "test_discount": discount_for_tests(query),
                    "file_evidence": evidence, "file_evidence_parts": parts,
+                   # what a class keeps beside its members (fuse._classes_yield_to_members):
+                   # with the file evidence for every part; 1.0 (nothing yields) otherwise
+                   "class_keeps": CLASS_KEEPS if evidence and parts == "every" else 1.0,
                    "features": {name: round(value, 4) for name, value in values.items()}}

@@ -91,15 +91,16 @@ def convex(legs: Mapping[str, Sequence[tuple[int, float]]], config: FusionConfig
 # A question about how something behaves is answered by the definition that does it. A class's
 # own fragment (its signature, docstring, fields, short methods) describes the whole class in
 # words and outranked the method that does the work; so where one of its members is a
-# candidate too, the class keeps CLASS_KEEPS of its score before the file evidence. Chosen on
-# the golden set's dev split with the real pipeline, hybrid MRR@10 (docs/retrieval-quality.md):
-# at 1 / 0.7 / 0.5 / 0.3 kept, behaviour questions 0.518 / 0.518 / 0.518 / 0.522, "which
-# file" 0.860 / 0.863 / 0.870 / 0.870; other projects' trees (never fitted on) agreed:
-# questions in words over requests 0.650 / 0.665 / 0.678 / 0.678, click 0.474 / 0.481 / 0.476 /
-# 0.476, and over jinja2, written after the choice, 0.612 -> 0.653 at 0.5. Golden test lost
-# half a question (0.464 -> 0.459: two of its labels name the class). A module's first
-# fragment does not yield: it often is the answer (a how-to question about the whole module),
-# and making it yield cost golden dev 0.518 -> 0.465.
+# candidate too, the class keeps CLASS_KEEPS of its score before the file evidence. Measured
+# with the real pipeline, hybrid MRR@10, a class keeping 1 / 0.7 / 0.5 / 0.3 of its score:
+# golden dev (where the fusion's choices are made) "which file" 0.860 / 0.863 / 0.870 / 0.870,
+# behaviour questions 0.522 / 0.522 / 0.522 / 0.526; other projects' trees (never fitted on),
+# behaviour questions over click 0.474 / 0.478 / 0.477 / 0.474, over requests 0.650 / 0.665 /
+# 0.678 / 0.678, and over jinja2, written after the choice, 0.612 -> 0.653 at 0.5. Golden test
+# lost half a question (0.464 -> 0.459: two of its labels name the class). A module's own
+# fragments never yield (`module`, `module#2`, nor to CommonJS's `module.exports.x`): the first
+# is often the answer to a question about the whole module, and making it yield cost golden dev
+# 0.518 -> 0.465.
 CLASS_KEEPS = 0.5
 
 
@@ -110,6 +111,8 @@ def _classes_yield_to_members(candidates: Mapping[int, Candidate], namespaces: M
     with_members: set[tuple[Hashable, str]] = set()  # (file, class) with a member among them
     for pk in candidates:
         name = anchors.get(pk, "").partition("#")[0]
+        if name.split(".")[0] == "module":  # the module's own fragments, `module.exports.x`
+            continue
         parts = name.split(".")
         with_members.update((files.get(pk), ".".join(parts[:n])) for n in range(1, len(parts)))
     for pk, candidate in candidates.items():

@@ -289,7 +289,8 @@ def test_the_trace_commit_setting_stays_with_the_trace(cast, world):
 def test_the_trace_records_the_adaptive_choice_and_the_console_shows_it(api, cast, world):
     from django.test import Client
 
-    from contexts.retrieval import adaptive
+    from contexts.models import RetrievalTrace
+    from contexts.retrieval import adaptive, fuse
 
     as_token(api, cast.raw_token)
     trace_id = ask(api, "RateLimiter.acquire ERR_RATE",
@@ -345,7 +346,8 @@ def test_the_trace_records_the_adaptive_choice_and_the_console_shows_it(api, cas
     assert parameters["adaptive"]["file_evidence_parts"] == "best"
     assert ("The best part of each file gains <strong>45%</strong> of the best score among the "
             "other candidates from its file, where there are any") in page
-    assert "kept <strong>half</strong> its score" not in page
+    assert parameters["adaptive"]["class_keeps"] == 1.0
+    assert "a class one of whose methods was found too kept" not in page
     # Asked how something behaves: every part of a file gains, and a class yields to its
     # members first.
     trace_id = ask(api, "how does the limiter decide when a client has asked too often?",
@@ -355,5 +357,12 @@ def test_the_trace_records_the_adaptive_choice_and_the_console_shows_it(api, cas
     page = console.get(f"/traces/{trace_id}/").content.decode()
     assert ("Code gains <strong>45%</strong> of the best score among the other candidates from "
             "its file") in page
-    assert ("a class one of whose methods was found too kept <strong>half</strong> its score"
+    assert parameters["adaptive"]["class_keeps"] == fuse.CLASS_KEEPS == 0.5
+    assert ("a class one of whose methods was found too kept <strong>50%</strong> of its score"
             in page)
+    # A trace written before classes yielded says nothing of it (its parts were "every" too).
+    del parameters["adaptive"]["class_keeps"]
+    RetrievalTrace.objects.filter(public_id=trace_id).update(parameters=parameters)
+    page = console.get(f"/traces/{trace_id}/").content.decode()
+    assert "Code gains <strong>45%</strong>" in page
+    assert "a class one of whose methods was found too kept" not in page

@@ -190,6 +190,20 @@ def test_questions_whose_labels_name_nothing_are_refused_and_nothing_is_added(pa
     )):
         with pytest.raises(code_set.CodeSetError, match=why):
             code_set.add_questions(out, _questions(tmp_path / f"q{n}", "1.0", asked))
+    bad = _questions(tmp_path / "scored", "1.0", {"pn001": ("nl", "q", ["pkg/core.py"])})
+    (bad / "qrels.tsv").write_text("query-id\tcorpus-id\tscore\npn001\tpkg/core.py\t0\n")
+    with pytest.raises(code_set.CodeSetError, match="score must be a positive whole number"):
+        code_set.add_questions(out, bad)
+    (bad / "qrels.tsv").write_text("query-id\tcorpus-id\tscore\npn001\tpkg/core.py\t1\n")
+    (bad / "queries.jsonl").write_text('{"text": "no id"}\n')
+    with pytest.raises(code_set.CodeSetError, match="queries.jsonl:1: not a query"):
+        code_set.add_questions(out, bad)
+    (bad / "version").unlink()
+    with pytest.raises(code_set.CodeSetError, match="no version"):
+        code_set.add_questions(out, bad)
+    with pytest.raises(code_set.CodeSetError, match="pkg/broken.py is not Python"):
+        code_set.add_questions(out, _questions(tmp_path / "broken", "1.0", {
+            "pn001": ("nl", "q", ["pkg/broken.py#broken"])}))
     with pytest.raises(code_set.CodeSetError, match="written for version 1.0, not the installed 2"):
         code_set.add_questions(out, _questions(tmp_path / "old", "1.0", {
             "pn001": ("nl", "q", ["pkg/core.py"])}), version="2")

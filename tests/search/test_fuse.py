@@ -173,6 +173,21 @@ def test_a_class_yields_to_its_members_when_the_question_asks_how_something_beha
     assert fused("every", known=lone) == fused("every", known=None)
 
 
+def test_a_modules_own_fragments_never_yield() -> None:
+    # CommonJS names what a module exports `module.exports.parse`: the module's first fragment
+    # (`module`) and its other parts are no class of it.
+    namespaces = {1: "code", 2: "code", 3: "code", 4: "code"}
+    files = {1: "lib/index.js", 2: "lib/index.js", 3: "lib/index.js", 4: "lib/other.js"}
+    anchors = {1: "module", 2: "module#2", 3: "module.exports.parse", 4: "other"}
+    legs = {"lexical": [(1, 10.0), (2, 8.0), (3, 5.0), (4, 1.0)],
+            "dense": [(1, 0.9), (2, 0.8), (3, 0.6), (4, 0.1)]}
+    config = FusionConfig.convex_share(0.5, file_evidence=0.45, file_evidence_parts="every")
+    with_anchors = convex(legs, config, namespaces, files=files, anchors=anchors)
+    without = convex(legs, config, namespaces, files=files)
+    assert {pk: c.relevance for pk, c in with_anchors.items()} == \
+        {pk: c.relevance for pk, c in without.items()}
+
+
 def test_fuse_dispatches_on_the_configured_method() -> None:
     assert fuse(LEGS, CONFIG)[2].relevance == rrf(LEGS, CONFIG)[2].relevance
     convex_config = FusionConfig(k=10.0, weights=CONFIG.weights, method="convex")
