@@ -248,10 +248,10 @@ class _Restore:
             self.renamed[archive_pid] = obj.public_id
 
     # -- writing -------------------------------------------------------------------------------
-    def run(self, slug: str, name: str | None = None) -> Restored:
+    def run(self, slug: str, name: str | None = None, org_id: int | None = None) -> Restored:
         for row in self.rows("users.jsonl"):
             self.user_rows[row.text("username", 150, required=True)] = row.data
-        org = self.org = self.organization(slug, name)
+        org = self.org = self.organization(slug, name, org_id)
         for row in self.rows("memberships.jsonl"):
             Membership.objects.create(user=self.user(row, "user", required=True), org=org,
                                       role=row.choice("role", Role.values),
@@ -274,20 +274,21 @@ class _Restore:
                         fragment_ids=[f.pk for f in self.fragments.values()],
                         dropped_grants=_dropped_grants(self.archive.manifest))
 
-    def organization(self, slug: str, name: str | None = None) -> Organization:
+    def organization(self, slug: str, name: str | None = None,
+                     org_id: int | None = None) -> Organization:
         rows = self.rows("organization.jsonl")
         if len(rows) != 1:
             raise ArchiveRefused("organization.jsonl must hold exactly one row",
                                  field="organization.jsonl")
         row = rows[0]
         archive_pid = row.text("public_id", 32, required=True)
-        org = Organization(slug=slug, name=name or _imported_name(row, slug),
+        org = Organization(id=org_id, slug=slug, name=name or _imported_name(row, slug),
                            created_at=row.when("created_at", required=True),
                            proposal_policy=row.choice("proposal_policy", _policies(),
                                                       "review"))
         if archive_pid not in self.taken_scope_ids:
             org.public_id = archive_pid
-        org.save()
+        org.save(force_insert=True)  # a new row, also under an id given beforehand
         self.created(org)
         self.remember(archive_pid, org)
         return org
@@ -632,9 +633,11 @@ def _dropped_grants(manifest: dict) -> int | None:
 
 def restore(archive: Archive, principal: Any, slug: str,
             created: Callable[[Organization], None] = lambda org: None,
-            check_source: SourceCheck | None = None, name: str | None = None) -> Restored:
+            check_source: SourceCheck | None = None, name: str | None = None,
+            org_id: int | None = None) -> Restored:
     """Restore ``archive`` as organization ``slug`` (named ``name``, else the archive's name;
-    the caller's transaction); ``created``
+    ``org_id``: the id to give it, its partition made already; the caller's transaction);
+    ``created``
     hears of the organization as soon as its row exists (what a rollback must clean up beside
     the database: the node's index directory). ``check_source`` rules on each git source's
     settings (without it, an archive with git sources is refused)."""
@@ -645,4 +648,4 @@ def restore(archive: Archive, principal: Any, slug: str,
     if Organization.objects.filter(slug=slug).exists():
         raise ArchiveRefused(f"an organization {slug!r} exists already; choose another with "
                              "--as", field="slug")
-    return _Restore(archive, principal, created, check_source).run(slug, name)
+    return _Restore(archive, principal, created, check_source).run(slug, name, org_id)

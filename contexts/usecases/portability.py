@@ -38,7 +38,7 @@ from contexts.portability import (
 from contexts.retrieval.dense import QueryEmbedding
 from contexts.retrieval.pipeline import retrieve
 from contexts.retrieval.types import RetrievalRequest
-from contexts.services import audit
+from contexts.services import audit, partitions
 from contexts.services import fragments as fragment_service
 from contexts.usecases import sources
 from contexts.usecases.errors import NotVisible, Refused
@@ -95,6 +95,9 @@ def import_org(principal: Any, command: ImportOrg) -> Restored:
     archive = read_archive(command.archive, _limits())
     slug = command.slug or str(archive.manifest.get("organization", {}).get("slug") or "")
     created: list[int] = []
+    # Its partition made and committed first, so that this long transaction does not hold
+    # the embeddings' table (and every retrieval) until it ends.
+    org_id = partitions.prepared_organization_id()
     try:
         with transaction.atomic():
             indexed = (fragment_service.indexing_handled_by_caller() if command.wait
@@ -103,7 +106,7 @@ def import_org(principal: Any, command: ImportOrg) -> Restored:
                 restored = restore(archive, principal, slug,
                                    created=lambda o: created.append(o.pk),
                                    check_source=partial(_check_source, principal),
-                                   name=name)
+                                   name=name, org_id=org_id)
                 if command.wait:
                     _embed(restored.fragment_ids)
             audit.record(principal, "org.import", restored.org, org=restored.org, after={
@@ -113,15 +116,15 @@ def import_org(principal: Any, command: ImportOrg) -> Restored:
                 "created_users": restored.created_users, "renamed_ids": restored.renamed,
                 "name": restored.org.name, "dropped_grants": restored.dropped_grants})
     except ArchiveRefused:
-        _forget_index(created)
+        _forget(created, org_id)
         raise
     except (IntegrityError, DataError, ValidationError, ObjectDoesNotExist, ValueError,
             TypeError) as exc:
-        _forget_index(created)
+        _forget(created, org_id)
         raise ArchiveRefused(f"the archive's rows do not fit together: "
                              f"{type(exc).__name__}: {exc}") from exc
     except BaseException:
-        _forget_index(created)
+        _forget(created, org_id)
         raise
     if command.wait:
         follower.catch_up(restored.org.pk)  # this node's index, before "searchable" is said
@@ -154,11 +157,14 @@ def _embed(fragment_ids: list[int]) -> None:
         indexing.embed_fragments(fragments)
 
 
-def _forget_index(org_ids: list[int]) -> None:
+def _forget(org_ids: list[int], prepared: int | None) -> None:
     """The organization's row was rolled back; its (empty) index directory on this node was
-    made when the row was written (``contexts.signals``) and is removed with it."""
+    made when the row was written (``contexts.signals``) and is removed with it, as is the
+    partition made for it before the transaction (``prepared``)."""
     for org_id in org_ids:
         shutil.rmtree(indexing.index_path(org_id), ignore_errors=True)
+    if prepared is not None:
+        partitions.drop_partition(prepared)
 
 
 # --- checking a restore: the same questions, the same answers ---------------------------------

@@ -10,6 +10,9 @@ told which roles stayed behind, and the new organization's index is made without
   web process's, under ``make run``) no longer takes the new organization's index directory
   for a deleted organization's and removes it, which left the import to recreate it with the
   warning "lexical index of org N is unreadable".
+- Nor does that transaction hold the embeddings' table: the new organization's partition is
+  made and committed before it, so every other organization's retrievals and writes go on
+  while the import runs; a refused import drops it.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from __future__ import annotations
 import logging
 import threading
 
+import psycopg
 import pytest
 from django.core.management import CommandError, call_command
 from django.db import connection
@@ -110,3 +114,54 @@ def test_a_follower_pass_during_the_import_leaves_its_index(small, tmp_path,  # 
     assert alarms == []
     assert not [r for r in caplog.records if "removed the index" in r.getMessage()]
     assert follower.lexical_index(Organization.objects.get(slug="small7").pk).count() == 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_other_organizations_read_and_write_while_an_import_runs(small, tmp_path,  # noqa: F811
+                                                                 services):
+    archive = _export(tmp_path)
+    outcomes: dict[str, str] = {}
+
+    def meanwhile(sender, instance: Organization, created: bool, **kwargs) -> None:
+        """While the import's transaction is open: another session reads the embeddings (as
+        a retrieval does) and writes fragments (as an ingestion does), each given 2 s."""
+        if not created:
+            return
+        with psycopg.connect(services.test_database_owner_url, autocommit=True) as other:
+            other.execute("SET lock_timeout = '2s'")
+            for name, sql in (("read embeddings", "SELECT count(*) FROM contexts_embedding"),
+                              ("write fragments",
+                               "UPDATE contexts_fragment SET title = title WHERE false")):
+                try:
+                    other.execute(sql)
+                    outcomes[name] = "done"
+                except psycopg.errors.LockNotAvailable:
+                    outcomes[name] = "waited past 2 s"
+
+    post_save.connect(meanwhile, sender=Organization, weak=False)
+    try:
+        call_command("import_org", archive, "--as", "small8")
+    finally:
+        post_save.disconnect(meanwhile, sender=Organization)
+    assert outcomes == {"read embeddings": "done", "write fragments": "done"}
+    org = Organization.objects.get(slug="small8")
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT to_regclass(%s) IS NOT NULL", [f"contexts_embedding_p{org.pk}"])
+        assert cursor.fetchone()[0]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_refused_import_leaves_no_partition(small, tmp_path):  # noqa: F811
+    archive = _export(tmp_path)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_inherits WHERE inhparent = "
+                       "'contexts_embedding'::regclass")
+        before = cursor.fetchone()[0]
+    with pytest.raises(CommandError, match="exists already"):
+        call_command("import_org", archive)  # as "small", which exists
+    with pytest.raises(CommandError, match="name: "):
+        call_command("import_org", archive, "--as", "small9", "--name", " ")
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_inherits WHERE inhparent = "
+                       "'contexts_embedding'::regclass")
+        assert cursor.fetchone()[0] == before
