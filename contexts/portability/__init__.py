@@ -18,7 +18,7 @@ from contexts.portability.archive import (
     read_archive,
 )
 from contexts.portability.export import export_organization
-from contexts.portability.restore import Restored, restore
+from contexts.portability.restore import Restored, refuse_unusable_slug, restore
 
 __all__ = ["FORMAT", "VERSION", "Archive", "ArchiveRefused", "Limits", "Restored",
-           "export_organization", "read_archive", "restore"]
+           "export_organization", "read_archive", "refuse_unusable_slug", "restore"]

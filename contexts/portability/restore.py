@@ -641,6 +641,13 @@ def restore(archive: Archive, principal: Any, slug: str,
     hears of the organization as soon as its row exists (what a rollback must clean up beside
     the database: the node's index directory). ``check_source`` rules on each git source's
     settings (without it, an archive with git sources is refused)."""
+    refuse_unusable_slug(slug)
+    return _Restore(archive, principal, created, check_source).run(slug, name, org_id)
+
+
+def refuse_unusable_slug(slug: str) -> None:
+    """Raise ``ArchiveRefused`` (field ``slug``) for a slug an organization cannot have, or
+    one an organization here has already."""
     try:
         SLUG_VALIDATOR(slug)
     except ValidationError as exc:
@@ -648,4 +655,3 @@ def restore(archive: Archive, principal: Any, slug: str,
     if Organization.objects.filter(slug=slug).exists():
         raise ArchiveRefused(f"an organization {slug!r} exists already; choose another with "
                              "--as", field="slug")
-    return _Restore(archive, principal, created, check_source).run(slug, name, org_id)

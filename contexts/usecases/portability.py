@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import logging
 import shutil
 from functools import partial
 from pathlib import Path
@@ -33,6 +34,7 @@ from contexts.portability import (
     Restored,
     export_organization,
     read_archive,
+    refuse_unusable_slug,
     restore,
 )
 from contexts.retrieval.dense import QueryEmbedding
@@ -42,6 +44,8 @@ from contexts.services import audit, partitions
 from contexts.services import fragments as fragment_service
 from contexts.usecases import sources
 from contexts.usecases.errors import NotVisible, Refused
+
+logger = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,6 +99,7 @@ def import_org(principal: Any, command: ImportOrg) -> Restored:
     archive = read_archive(command.archive, _limits())
     slug = command.slug or str(archive.manifest.get("organization", {}).get("slug") or "")
     created: list[int] = []
+    refuse_unusable_slug(slug)  # before anything is made for it (restore() asks again)
     # Its partition made and committed first, so that this long transaction does not hold
     # the embeddings' table (and every retrieval) until it ends.
     org_id = partitions.prepared_organization_id()
@@ -158,13 +163,22 @@ def _embed(fragment_ids: list[int]) -> None:
 
 
 def _forget(org_ids: list[int], prepared: int | None) -> None:
-    """The organization's row was rolled back; its (empty) index directory on this node was
-    made when the row was written (``contexts.signals``) and is removed with it, as is the
-    partition made for it before the transaction (``prepared``)."""
-    for org_id in org_ids:
-        shutil.rmtree(indexing.index_path(org_id), ignore_errors=True)
-    if prepared is not None:
-        partitions.drop_partition(prepared)
+    """The import failed: the organization's (empty) index directory on this node, made when
+    its row was written (``contexts.signals``), and the partition made for it before the
+    transaction (``prepared``) are removed — unless an organization of that id exists (the
+    transaction committed before the failure: Ctrl-C during the on-commit work; or the
+    sequence lagged and the id was another's). Never raises: the failure being reported is
+    the import's."""
+    try:
+        ids = {*org_ids, *([prepared] if prepared is not None else [])}
+        kept = set(Organization.objects.filter(pk__in=ids).values_list("pk", flat=True))
+        for org_id in set(org_ids) - kept:
+            shutil.rmtree(indexing.index_path(org_id), ignore_errors=True)
+        if prepared is not None and prepared not in kept:
+            partitions.drop_partition(prepared)
+    except Exception:  # noqa: BLE001 - e.g. the database gone: what is left is empty
+        logger.exception("import: could not remove what was made for organization %s",
+                         prepared if prepared is not None else org_ids)
 
 
 # --- checking a restore: the same questions, the same answers ---------------------------------

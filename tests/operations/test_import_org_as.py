@@ -165,3 +165,50 @@ def test_a_refused_import_leaves_no_partition(small, tmp_path):  # noqa: F811
         cursor.execute("SELECT count(*) FROM pg_inherits WHERE inhparent = "
                        "'contexts_embedding'::regclass")
         assert cursor.fetchone()[0] == before
+
+
+def _partition_of(org_id: int) -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT to_regclass(%s) IS NOT NULL", [f"contexts_embedding_p{org_id}"])
+        return cursor.fetchone()[0]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_failed_import_drops_only_what_no_organization_uses(small, tmp_path,  # noqa: F811
+                                                              monkeypatch):
+    from contexts.services import change_feed, partitions
+
+    archive = _export(tmp_path)
+    # A slug taken is refused before anything is made for the import.
+    prepared: list[int | None] = []
+    real = partitions.prepared_organization_id
+    monkeypatch.setattr(partitions, "prepared_organization_id",
+                        lambda: prepared.append(real()) or prepared[-1])
+    with pytest.raises(CommandError, match="exists already"):
+        call_command("import_org", archive)
+    assert prepared == []
+    # The organizations' sequence lags (rows restored with their ids): the id it gives is
+    # small's; the import is refused and small keeps its partition.
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT setval(pg_get_serial_sequence('accounts_organization', 'id'), "
+                       "%s, false)", [small.org.pk])
+    with pytest.raises(CommandError, match="import refused"):
+        call_command("import_org", archive, "--as", "small10")
+    assert prepared == [small.org.pk] and _partition_of(small.org.pk)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT setval(pg_get_serial_sequence('accounts_organization', 'id'), "
+                       "(SELECT max(id) FROM accounts_organization))")
+
+    # Interrupted after its transaction committed (Ctrl-C during the on-commit work): the
+    # organization is there, and so is its partition.
+    def interrupted(**kwargs) -> None:
+        raise KeyboardInterrupt
+
+    change_feed.changes_committed.connect(interrupted, weak=False)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            call_command("import_org", archive, "--as", "small11", "--no-wait")
+    finally:
+        change_feed.changes_committed.disconnect(interrupted)
+    org = Organization.objects.get(slug="small11")
+    assert prepared[-1] == org.pk and _partition_of(org.pk)
