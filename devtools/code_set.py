@@ -220,9 +220,13 @@ def _missing_label(src: Path, label: str) -> str | None:
     """Why ``label`` names nothing in the tree under ``src``; None when it names a file, or a
     definition a label can name (top level, or in a top-level class)."""
     path, _, anchor = label.partition("#")
-    file = (src / path).resolve()
-    if not file.is_relative_to(src.resolve()) or not file.is_file():
-        return f"{label}: no file {path} in the tree"
+    try:
+        file = (src / path).resolve()
+        found = file.is_relative_to(src.resolve()) and file.is_file()
+    except (OSError, ValueError):  # a NUL byte, a name too long
+        found = False
+    if not found:
+        return f"{label}: no file {path!r} in the tree"
     if not anchor:
         return None
     try:

@@ -636,12 +636,11 @@ def restore(archive: Archive, principal: Any, slug: str,
             check_source: SourceCheck | None = None, name: str | None = None,
             org_id: int | None = None) -> Restored:
     """Restore ``archive`` as organization ``slug`` (named ``name``, else the archive's name;
-    ``org_id``: the id to give it, its partition made already; the caller's transaction);
-    ``created``
+    ``org_id``: the id to give it, its partition made already; the caller's transaction, which
+    has asked :func:`refuse_unusable_slug` before making anything for it); ``created``
     hears of the organization as soon as its row exists (what a rollback must clean up beside
     the database: the node's index directory). ``check_source`` rules on each git source's
     settings (without it, an archive with git sources is refused)."""
-    refuse_unusable_slug(slug)
     return _Restore(archive, principal, created, check_source).run(slug, name, org_id)
 
 

@@ -108,17 +108,17 @@ def _classes_yield_to_members(candidates: Mapping[int, Candidate], namespaces: M
                               files: Mapping[int, Hashable], anchors: Mapping[int, str]) -> None:
     """Each code candidate that is a class (or a part of one) whose member is also a candidate,
     from the same file, keeps :data:`CLASS_KEEPS` of its relevance."""
+    # pk → the definition it holds or is part of (`Class#2` → `Class`), for the code from files
+    names = {pk: anchors.get(pk, "").partition("#")[0] for pk in candidates
+             if pk in files and namespaces.get(pk) == "code"}
     with_members: set[tuple[Hashable, str]] = set()  # (file, class) with a member among them
-    for pk in candidates:
-        name = anchors.get(pk, "").partition("#")[0]
-        if name.split(".")[0] == "module":  # the module's own fragments, `module.exports.x`
-            continue
+    for pk, name in names.items():
         parts = name.split(".")
-        with_members.update((files.get(pk), ".".join(parts[:n])) for n in range(1, len(parts)))
-    for pk, candidate in candidates.items():
-        name = anchors.get(pk, "").partition("#")[0]
-        if namespaces.get(pk) == "code" and pk in files and (files[pk], name) in with_members:
-            candidate.relevance *= CLASS_KEEPS
+        if parts[0] != "module":  # the module's own fragments, `module.exports.x`
+            with_members.update((files[pk], ".".join(parts[:n])) for n in range(1, len(parts)))
+    for pk, name in names.items():
+        if (files[pk], name) in with_members:
+            candidates[pk].relevance *= CLASS_KEEPS
 
 
 def _add_file_evidence(candidates: Mapping[int, Candidate], share: float,

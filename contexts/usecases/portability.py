@@ -99,7 +99,7 @@ def import_org(principal: Any, command: ImportOrg) -> Restored:
     archive = read_archive(command.archive, _limits())
     slug = command.slug or str(archive.manifest.get("organization", {}).get("slug") or "")
     created: list[int] = []
-    refuse_unusable_slug(slug)  # before anything is made for it (restore() asks again)
+    refuse_unusable_slug(slug)  # before anything is made for it
     # Its partition made and committed first, so that this long transaction does not hold
     # the embeddings' table (and every retrieval) until it ends.
     org_id = partitions.prepared_organization_id()

@@ -181,8 +181,9 @@ def test_questions_whose_labels_name_nothing_are_refused_and_nothing_is_added(pa
     before = {p: p.read_text() for p in (out / "queries.jsonl", out / "qrels" / "dev.tsv")}
     for n, (asked, why) in enumerate((
         ({"pn001": ("nl", "q", ["pkg/core.py#no_such_function"])}, "defines no no_such_function"),
-        ({"pn001": ("nl", "q", ["pkg/missing.py"])}, "no file pkg/missing.py"),
-        ({"pn001": ("nl", "q", ["../../pkg/core.py"])}, "no file ../../pkg/core.py in the tree"),
+        ({"pn001": ("nl", "q", ["pkg/missing.py"])}, "no file 'pkg/missing.py'"),
+        ({"pn001": ("nl", "q", ["../../pkg/core.py"])}, "no file '../../pkg/core.py' in the tree"),
+        ({"pn001": ("nl", "q", ["pkg/co\x00re.py"])}, r"no file 'pkg/co\\x00re.py'"),
         # nested in a function: no label can name it (the chunker cuts its enclosing function)
         ({"pn001": ("nl", "q", ["pkg/core.py#second_caller.nested_twin"])}, "defines no"),
         ({"id000": ("nl", "q", ["pkg/core.py"])}, "the derived set has this id"),

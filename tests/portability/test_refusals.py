@@ -177,3 +177,27 @@ def test_a_long_name_header_is_bounded_before_it_is_read(archive, tmp_path, sett
         info = tarfile.TarInfo("a" * 1_000_000 + ".jsonl")
         tar.addfile(info, io.BytesIO(b""))
     assert "uncompressed" in refused(path, "--as", "long")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_same_refused_import_many_times_leaves_no_partition(archive, tmp_path):
+    """Outside a caller's transaction an import makes its organization's partition before
+    its own transaction; refused again and again, it leaves none behind."""
+    from django.db import connection
+
+    files = members(archive)
+    files["pins.jsonl"] = (b'{"fragment":"frag_00000000000000000000","scope":"x",'
+                           b'"created_at":"2026-01-01T00:00:00+00:00"}\n')
+    bad = write(tmp_path / "bad-pin.tar.gz", files)
+
+    def partitions() -> int:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT count(*) FROM pg_inherits WHERE inhparent = "
+                           "'contexts_embedding'::regclass")
+            return cursor.fetchone()[0]
+
+    before = partitions()
+    for n in range(25):
+        assert "pins.jsonl line 1" in refused(bad, "--as", f"again{n}")
+        assert "small" in refused(bad)  # the slug is taken: refused before anything is made
+    assert partitions() == before
